@@ -1,0 +1,222 @@
+"""The ``stepwall`` command line. Exit codes: 0 ok, 2 bad input, 1 internal error."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy as sp
+
+from stepwall import registry, symbols
+from stepwall.errors import StepwallError
+from stepwall.model import StepModel, build_model, summary
+from stepwall.units import TIME, format_quantity
+
+EPILOG = """\
+examples:
+  stepwall eval k26-b300-tp8-ddtree                      # breakdown and metrics
+  stepwall eval k26-b300-tp8-ddtree --set parallel.tp=16 --set cluster.nodes=2
+  stepwall eval k26-b300-tp8-ddtree --json               # one JSON object
+  stepwall expr k26-b300-tp8-ddtree --free parallel.tp   # closed form in N_tp
+  stepwall check specs/hardware/b300.toml                # validate only
+  stepwall plugins                                       # what is installed
+
+A SCENARIO is a catalog name (see specs/scenarios/) or a path to a .toml file.
+--set KEY=VALUE takes TOML values with units: --set hardware.hbm_bandwidth='"9 TB/s"'
+(bare text works too: --set hardware.hbm_bandwidth=9TB/s).
+"""
+
+Command = Callable[[argparse.Namespace], int]
+COMMANDS: dict[str, tuple[Command, Callable[[argparse.ArgumentParser], None], str, str]] = {}
+
+
+def command(name: str, help_: str, example: str) -> Callable[[Callable], Callable]:
+    def wrap(fn: Callable) -> Callable:
+        COMMANDS[name] = (fn, getattr(fn, "_args", lambda p: None), help_, example)
+        return fn
+
+    return wrap
+
+
+def args(setup: Callable[[argparse.ArgumentParser], None]) -> Callable[[Callable], Callable]:
+    def wrap(fn: Callable) -> Callable:
+        fn._args = setup  # type: ignore[attr-defined]
+        return fn
+
+    return wrap
+
+
+def _scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", metavar="SCENARIO", help="catalog name or path to a .toml")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec value, e.g. parallel.tp=16 (repeatable)")  # fmt: skip
+
+
+def _load(ns: argparse.Namespace) -> StepModel:
+    return build_model(ns.scenario, ns.sets)
+
+
+def _eval_args(p: argparse.ArgumentParser) -> None:
+    _scenario_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+@command("eval", "evaluate a scenario: step-time breakdown and metrics",
+         "stepwall eval k26-b300-tp8-ddtree --set workload.context=32768")  # fmt: skip
+@args(_eval_args)
+def cmd_eval(ns: argparse.Namespace) -> int:
+    model = _load(ns)
+    s = summary(model)
+    if ns.json:
+        print(json.dumps(s, indent=2, sort_keys=False))
+        return 0
+    print(render_breakdown(s))
+    return 0
+
+
+def render_breakdown(s: dict[str, Any]) -> str:
+    """The breakdown table (term, plugin, time, share) and the metrics, as text."""
+    t = s["step_time_s"]
+    rows = [("term", "group", "plugin", "time", "share")]
+    for term in s["terms"]:
+        rows.append((term["name"], term["group"], term["plugin"],
+                     format_quantity(term["seconds"], TIME),
+                     f"{100 * term['seconds'] / t:.1f}%"))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [f"scenario {s['scenario']}", ""]
+    for i, r in enumerate(rows):
+        lines.append("  ".join(c.rjust(w) if j >= 3 else c.ljust(w)
+                               for j, (c, w) in enumerate(zip(r, widths, strict=True))))  # fmt: skip
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    mem = s["memory"]
+    lines += [
+        "",
+        f"step time             {format_quantity(t, TIME)}",
+        f"tokens/s per user     {s['tokens_per_s_per_user']:.1f}",
+        f"tokens/s              {s['tokens_per_s']:.1f}",
+        f"tokens/s per GPU      {s['tokens_per_s_per_gpu']:.1f}   ({s['gpus']} GPUs)",
+        f"memory per GPU        {mem['bytes_per_gpu'] / 1e9:.1f} GB of "
+        f"{mem['capacity_per_gpu'] / 1e9:.1f} GB: {'fits' if mem['fits'] else 'DOES NOT FIT'}",
+    ]
+    if any(term["overlap"] for term in s["terms"]):
+        lines.append("overlapped terms (same overlap tag) count once in the step, as their Max")
+    return "\n".join(lines)
+
+
+def _expr_args(p: argparse.ArgumentParser) -> None:
+    _scenario_args(p)
+    p.add_argument("--free", action="append", default=[], metavar="KEY",
+                   help="keep this parameter symbolic, e.g. parallel.tp (repeatable)")
+    p.add_argument("--latex", action="store_true", help="print LaTeX instead of text")  # fmt: skip
+
+
+@command("expr", "print the closed-form step time with chosen parameters left symbolic",
+         "stepwall expr k26-b300-tp8-ddtree --free parallel.tp --free hardware.hbm_bandwidth")  # fmt: skip
+@args(_expr_args)
+def cmd_expr(ns: argparse.Namespace) -> int:
+    model = _load(ns)
+    free = [_parameter(model, key) for key in ns.free]
+    expr = model.substituted(model.step_time, free)
+    if ns.latex:
+        print(sp.latex(expr, symbol_names=symbols.latex_names()))
+    else:
+        print(f"t_step = {expr}")
+    return 0
+
+
+def _parameter(model: StepModel, key: str) -> sp.Symbol:
+    from stepwall.errors import SpecError
+
+    try:
+        sym = symbols.lookup(key).symbol
+    except KeyError:
+        sym = None
+    if sym is None or sym not in model.values:
+        import difflib
+
+        names = sorted(s.name for s in model.values if not s.name.startswith("const."))
+        hint = difflib.get_close_matches(key, names, n=1)
+        raise SpecError("--free", key, "not a parameter of this scenario",
+                        f"a parameter such as {hint[0] if hint else names[0]}")  # fmt: skip
+    return sym
+
+
+def _check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="SPEC", help="a scenario, or a catalog file of any kind")
+
+
+@command("check", "validate a spec file without evaluating it",
+         "stepwall check specs/scenarios/k26-b300-tp8-ddtree.toml")  # fmt: skip
+@args(_check_args)
+def cmd_check(ns: argparse.Namespace) -> int:
+    from stepwall.spec import check_file
+
+    print(check_file(ns.spec, registry.default().kinds))
+    return 0
+
+
+def _plugins_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+@command("plugins", "list plugins, their versions, kinds and hooks", "stepwall plugins --json")
+@args(_plugins_args)
+def cmd_plugins(ns: argparse.Namespace) -> int:
+    rows = registry.default().describe()
+    if ns.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['name']} {r['version']}")
+        if r["kinds"]:
+            print(f"  kinds: {', '.join(r['kinds'])}")
+        print(f"  hooks: {', '.join(r['hooks'])}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stepwall",
+        description="Closed-form, unit-checked step-time models for distributed LLM "
+        "inference, composed from TOML specs by plugins.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, setup, help_, example) in COMMANDS.items():
+        sp_ = sub.add_parser(name, help=help_, description=f"{help_}.",
+                             epilog=f"example:\n  {example}",
+                             formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        setup(sp_)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    ns = p.parse_args(argv)
+    if not ns.command:
+        p.print_help()
+        return 2
+    try:
+        return COMMANDS[ns.command][0](ns)
+    except StepwallError as e:
+        print(f"stepwall: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # an internal error is a bug: say so, keep the trace on request
+        if os.environ.get("STEPWALL_DEBUG"):
+            traceback.print_exc()
+        print(f"stepwall: internal error: {type(e).__name__}: {e} "
+              "(a bug; rerun with STEPWALL_DEBUG=1 for the traceback)", file=sys.stderr)  # fmt: skip
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

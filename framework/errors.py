@@ -1,0 +1,55 @@
+"""The error hierarchy. Each error renders as one line a user can act on.
+
+`SpecError` reads ``file:key: what is wrong (expected …)``; `DimensionError` names both
+dimensions, the term and the plugin. The CLI prints ``str(error)`` and exits 2.
+"""
+
+from __future__ import annotations
+
+
+class StepwallError(Exception):
+    """Base of every error stepwall raises on purpose (bad input, bad plugin)."""
+
+
+class SpecError(StepwallError, ValueError):
+    """A spec (TOML file, catalog reference or --set override) is wrong."""
+
+    def __init__(self, where: str, key: str, problem: str, expected: str = "") -> None:
+        self.where, self.key, self.problem, self.expected = where, key, problem, expected
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        loc = f"{self.where}:{self.key}" if self.key else self.where
+        tail = f" (expected {self.expected})" if self.expected else ""
+        return f"{loc}: {self.problem}{tail}"
+
+
+class UnitError(StepwallError, ValueError):
+    """A unit string could not be parsed; re-raised as a SpecError with its location."""
+
+
+class DimensionError(StepwallError, TypeError):
+    """An expression combines quantities of different dimensions."""
+
+    def __init__(
+        self, message: str, *, left: str = "", right: str = "", term: str = "", plugin: str = ""
+    ) -> None:
+        self.message, self.left, self.right = message, left, right
+        self.term, self.plugin = term, plugin
+        super().__init__(str(self))
+
+    def located(self, *, term: str, plugin: str) -> DimensionError:
+        return DimensionError(
+            self.message, left=self.left, right=self.right, term=term, plugin=plugin
+        )
+
+    def __str__(self) -> str:
+        who = ""
+        if self.plugin or self.term:
+            who = f"plugin {self.plugin or '?'}: term {self.term or '?'}: "
+        dims = f" ({self.left} vs {self.right})" if self.left or self.right else ""
+        return f"{who}{self.message}{dims}"
+
+
+class PluginError(StepwallError, RuntimeError):
+    """A plugin misbehaved: raised, returned the wrong type, or claimed a taken kind."""

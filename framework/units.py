@@ -1,0 +1,348 @@
+"""Units: dimensions, a unit-string grammar for specs, and a dimension walker for sympy.
+
+Why our own: sympy.physics.units' checkers skip addends with free symbols, read only the
+first addend of a sum, make ``Max`` dimensionless and silently ignore mismatches in
+``convert_to`` (DESIGN.md, "Units"). Here a dimension is a vector of rational exponents over
+base dimensions, magnitudes are SI floats, and expressions never carry units: symbols carry
+dimensions from the symbol catalog and every number in an expression is dimensionless.
+
+Base dimensions: ``time`` (s), ``information`` (B, byte), ``operation`` (FLOP),
+``mass`` (kg) and ``length`` (m) — the last two only so that W and J are expressible.
+Counts (tokens, users, experts, layers) are dimensionless; ``tokens`` is accepted in unit
+strings for readability and has magnitude 1.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+from functools import reduce
+
+import sympy as sp
+
+from stepwall.errors import DimensionError, UnitError
+
+BASES = ("time", "information", "operation", "mass", "length")
+_SYMBOL = {"time": "s", "information": "B", "operation": "FLOP", "mass": "kg", "length": "m"}
+
+
+class Dim:
+    """A physical dimension: rational exponents over BASES. Immutable and hashable."""
+
+    __slots__ = ("_exp",)
+
+    def __init__(self, **exponents: int | Fraction) -> None:
+        unknown = set(exponents) - set(BASES)
+        if unknown:
+            raise ValueError(f"unknown base dimension(s) {sorted(unknown)}")
+        self._exp = tuple(Fraction(exponents.get(b, 0)) for b in BASES)
+
+    @classmethod
+    def _of(cls, exp: tuple[Fraction, ...]) -> Dim:
+        d = cls.__new__(cls)
+        d._exp = exp
+        return d
+
+    def __mul__(self, other: Dim) -> Dim:
+        return Dim._of(tuple(a + b for a, b in zip(self._exp, other._exp, strict=True)))
+
+    def __truediv__(self, other: Dim) -> Dim:
+        return Dim._of(tuple(a - b for a, b in zip(self._exp, other._exp, strict=True)))
+
+    def __pow__(self, p: int | Fraction) -> Dim:
+        return Dim._of(tuple(a * Fraction(p) for a in self._exp))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Dim) and self._exp == other._exp
+
+    def __hash__(self) -> int:
+        return hash(self._exp)
+
+    @property
+    def dimensionless(self) -> bool:
+        return not any(self._exp)
+
+    def __str__(self) -> str:
+        if self.dimensionless:
+            return "dimensionless"
+        num = [_fmt(_SYMBOL[b], e) for b, e in zip(BASES, self._exp, strict=True) if e > 0]
+        den = [_fmt(_SYMBOL[b], -e) for b, e in zip(BASES, self._exp, strict=True) if e < 0]
+        top = "·".join(num) or "1"
+        return f"{top}/{'·'.join(den)}" if den else top
+
+    __repr__ = __str__
+
+
+def _fmt(sym: str, e: Fraction) -> str:
+    return sym if e == 1 else f"{sym}^{e}"
+
+
+DIMENSIONLESS = Dim()
+TIME = Dim(time=1)
+INFORMATION = Dim(information=1)
+OPERATION = Dim(operation=1)
+BANDWIDTH = INFORMATION / TIME
+COMPUTE_RATE = OPERATION / TIME
+FREQUENCY = DIMENSIONLESS / TIME
+ENERGY = Dim(mass=1, length=2, time=-2)
+POWER = ENERGY / TIME
+
+# Named dimensions that spec fields declare (`dim="bandwidth"`), and how they read in errors.
+NAMED: dict[str, Dim] = {
+    "dimensionless": DIMENSIONLESS,
+    "time": TIME,
+    "information": INFORMATION,
+    "operation": OPERATION,
+    "bandwidth": BANDWIDTH,
+    "compute_rate": COMPUTE_RATE,
+    "frequency": FREQUENCY,
+    "energy": ENERGY,
+    "power": POWER,
+}
+_EXAMPLE = {
+    DIMENSIONLESS: "a plain number",
+    TIME: 'a time such as "5 us"',
+    INFORMATION: 'a size such as "275 GB" or "4 bit"',
+    OPERATION: 'an operation count such as "1 GFLOP"',
+    BANDWIDTH: 'a bandwidth such as "8 TB/s" or "400 Gb/s"',
+    COMPUTE_RATE: 'a compute rate such as "2250 TFLOP/s"',
+    FREQUENCY: 'a rate such as "1 Hz"',
+    ENERGY: 'an energy such as "1 J"',
+    POWER: 'a power such as "700 W"',
+}
+
+
+def describe(dim: Dim) -> str:
+    """How a dimension reads in an error message: its name and an example."""
+    return _EXAMPLE.get(dim, f"a quantity in {dim}")
+
+
+# ---------------------------------------------------------------- unit-string grammar
+
+# base unit -> (SI magnitude, dimension, accepts prefixes)
+_BASE_UNITS: dict[str, tuple[float, Dim, bool]] = {
+    "s": (1.0, TIME, True),
+    "B": (1.0, INFORMATION, True),
+    "b": (0.125, INFORMATION, True),
+    "bit": (0.125, INFORMATION, True),
+    "bits": (0.125, INFORMATION, True),
+    "FLOP": (1.0, OPERATION, True),
+    "FLOPs": (1.0, OPERATION, True),
+    "W": (1.0, POWER, True),
+    "J": (1.0, ENERGY, True),
+    "Hz": (1.0, FREQUENCY, True),
+    "token": (1.0, DIMENSIONLESS, True),
+    "tokens": (1.0, DIMENSIONLESS, True),
+}
+_PREFIXES: dict[str, float] = {
+    "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50,
+    "m": 1e-3, "u": 1e-6, "µ": 1e-6, "μ": 1e-6, "n": 1e-9,
+}  # fmt: skip
+_NUMBER = re.compile(r"^\s*([+-]?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf)\s*(.*)$", re.I)
+_TOKEN = re.compile(r"\s*([A-Za-zµμ]+)(?:\^(-?\d+))?\s*")
+
+
+def _unit(name: str) -> tuple[float, Dim]:
+    if name in _BASE_UNITS:
+        mag, dim, _ = _BASE_UNITS[name]
+        return mag, dim
+    for plen in (2, 1):
+        prefix, base = name[:plen], name[plen:]
+        if prefix in _PREFIXES and base in _BASE_UNITS and _BASE_UNITS[base][2]:
+            mag, dim, _ = _BASE_UNITS[base]
+            return _PREFIXES[prefix] * mag, dim
+    raise UnitError(f"unknown unit {name!r}")
+
+
+def parse_unit(text: str) -> tuple[float, Dim]:
+    """Parse a unit expression such as ``TB/s``, ``FLOP/s``, ``B/token``, ``GiB``.
+
+    Grammar: ``term (('*' | '·' | '/') term)*`` with ``term = [prefix] base ['^' int]``;
+    everything after a ``/`` up to the next ``*`` is in the denominator.
+    """
+    mag, dim = 1.0, DIMENSIONLESS
+    rest = text.strip()
+    if not rest:
+        return mag, dim
+    sign = 1
+    while rest:
+        m = _TOKEN.match(rest)
+        if not m:
+            raise UnitError(f"cannot read unit {text!r} at {rest!r}")
+        m_u, d_u = _unit(m.group(1))
+        p = int(m.group(2) or 1) * sign
+        mag *= m_u**p
+        dim = dim * d_u**p
+        rest = rest[m.end() :]
+        if not rest:
+            break
+        op, rest = rest[0], rest[1:]
+        if op == "/":
+            sign = -1
+        elif op in "*·":
+            sign = 1
+        else:
+            raise UnitError(f"cannot read unit {text!r}: unexpected {op!r}")
+    return mag, dim
+
+
+def parse_quantity(value: object) -> tuple[float, Dim]:
+    """``"8 TB/s"`` -> (8e12, bandwidth). Bare numbers are dimensionless.
+
+    Raises UnitError for unparsable text; NaN and infinities are returned as such so the
+    caller can say which key holds them.
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"expected a number or a quantity, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value), DIMENSIONLESS
+    if not isinstance(value, str):
+        raise UnitError(f"expected a number or a quantity string, got {type(value).__name__}")
+    m = _NUMBER.match(value)
+    if not m:
+        raise UnitError(f"cannot read quantity {value!r} (a number then a unit, like \"8 TB/s\")")
+    number = float(m.group(1).replace("_", ""))
+    mag, dim = parse_unit(m.group(2))
+    return number * mag, dim
+
+
+def quantity(text: str, expected: Dim | None = None) -> float:
+    """SI magnitude of a quantity string, optionally checked against a dimension.
+
+    This is how code states a physical constant with its unit: ``quantity("4 us", TIME)``.
+    """
+    mag, dim = parse_quantity(text)
+    if expected is not None and dim != expected:
+        raise DimensionError(
+            f"quantity {text!r} has the wrong dimension", left=str(dim), right=str(expected)
+        )
+    return mag
+
+
+def format_quantity(value: float, dim: Dim) -> str:
+    """A readable string for an SI magnitude: ``7.92 ms``, ``11.9 GB``, ``303 /s``."""
+    if not math.isfinite(value):
+        return str(value)
+    unit = {TIME: "s", INFORMATION: "B", BANDWIDTH: "B/s", OPERATION: "FLOP",
+            COMPUTE_RATE: "FLOP/s"}.get(dim)  # fmt: skip
+    if unit is None:
+        return f"{value:.4g}" if dim.dimensionless else f"{value:.4g} {dim}"
+    if unit == "s":
+        for scale, pre in ((1, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+            if abs(value) >= scale or scale == 1e-9:
+                return f"{value / scale:.4g} {pre}s"
+    for scale, pre in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
+        if abs(value) >= scale or scale == 1:
+            return f"{value / scale:.4g} {pre}{unit}"
+    raise AssertionError("unreachable")
+
+
+# ---------------------------------------------------------------- dimension walker
+
+
+def dimension_of(expr: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
+    """The dimension of a sympy expression whose symbols have dimensions in ``dims``.
+
+    Rules: numbers are dimensionless; addends, Max/Min arguments, Piecewise branches and
+    both sides of a comparison must agree; Mul multiplies; Pow needs a rational exponent
+    (or a dimensionless base and exponent); ceiling/floor keep their argument's dimension;
+    log/exp need dimensionless arguments. Anything else is an error, never a guess.
+    """
+    return _walk(sp.sympify(expr), dims)
+
+
+def _same(args: tuple, dims: Mapping[sp.Symbol, Dim], what: str) -> Dim:
+    # An exact zero has every dimension ("no time", "no bytes"), so it never conflicts.
+    found = [(a, _walk(a, dims)) for a in args if not (a.is_Number and a.is_zero)]
+    if not found:
+        return DIMENSIONLESS
+    first_arg, first = found[0]
+    for arg, d in found[1:]:
+        if d != first:
+            raise DimensionError(
+                f"{what} mixes dimensions: {_short(first_arg)} and {_short(arg)}",
+                left=str(first),
+                right=str(d),
+            )
+    return first
+
+
+def _short(e: sp.Basic) -> str:
+    s = str(e)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _walk_pow(e: sp.Pow, dims: Mapping[sp.Symbol, Dim]) -> Dim:
+    base, exp = _walk(e.base, dims), _walk(e.exp, dims)
+    if not exp.dimensionless:
+        raise DimensionError(f"exponent of {_short(e)} has a dimension", left=str(exp))
+    if base.dimensionless:
+        return base
+    if not e.exp.is_Rational:
+        raise DimensionError(
+            f"{_short(e)} raises a dimensioned base to a symbolic power", left=str(base)
+        )
+    return base ** Fraction(int(e.exp.p), int(e.exp.q))
+
+
+def _walk_dimensionless_fn(e: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
+    for a in e.args:
+        d = _walk(a, dims)
+        if not d.dimensionless:
+            raise DimensionError(
+                f"{type(e).__name__} of a dimensioned quantity: {_short(e)}", left=str(d)
+            )
+    return DIMENSIONLESS
+
+
+def _walk_piecewise(e: sp.Piecewise, dims: Mapping[sp.Symbol, Dim]) -> Dim:
+    for _, cond in e.args:
+        _walk(cond, dims)
+    return _same(tuple(ex for ex, _ in e.args), dims, "Piecewise")
+
+
+def _walk_relational(e: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
+    _same(e.args, dims, "comparison")
+    return DIMENSIONLESS
+
+
+def _walk_boolean(e: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
+    for a in e.args:
+        _walk(a, dims)
+    return DIMENSIONLESS
+
+
+_RULES: list[tuple[type, Callable[[sp.Basic, Mapping[sp.Symbol, Dim]], Dim]]] = [
+    (sp.Add, lambda e, d: _same(e.args, d, "sum")),
+    (sp.Mul, lambda e, d: reduce(lambda a, b: a * b, (_walk(x, d) for x in e.args))),
+    (sp.Pow, _walk_pow),
+    (sp.Max, lambda e, d: _same(e.args, d, "Max")),
+    (sp.Min, lambda e, d: _same(e.args, d, "Min")),
+    (sp.Piecewise, _walk_piecewise),
+    (sp.ceiling, lambda e, d: _walk(e.args[0], d)),
+    (sp.floor, lambda e, d: _walk(e.args[0], d)),
+    (sp.Abs, lambda e, d: _walk(e.args[0], d)),
+    (sp.log, _walk_dimensionless_fn),
+    (sp.exp, _walk_dimensionless_fn),
+    (sp.core.relational.Relational, _walk_relational),
+    (sp.logic.boolalg.BooleanFunction, _walk_boolean),
+]
+
+
+def _walk(e: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
+    if e.is_Number or e in (sp.true, sp.false) or isinstance(e, sp.NumberSymbol):
+        return DIMENSIONLESS
+    if e.is_Symbol:
+        try:
+            return dims[e]
+        except KeyError:
+            raise DimensionError(
+                f"symbol {e} has no declared dimension (make symbols through the catalog)"
+            ) from None
+    for kind, rule in _RULES:
+        if isinstance(e, kind):
+            return rule(e, dims)
+    raise DimensionError(f"cannot check the dimension of {type(e).__name__}: {_short(e)}")

@@ -1,0 +1,102 @@
+"""Decoding kinds: ``autoregressive``, ``ddtree`` (tree speculation), ``mtp`` (a draft chain).
+
+Each decides M, the tokens per user the target model verifies in one forward pass, and τ,
+the tokens accepted per step; throughput is C·τ / t. Drafting costs are terms scaled by the
+engine's ``overhead.native`` factor (they are dispatch-bound at decode batch sizes).
+"""
+
+from __future__ import annotations
+
+import attrs
+import sympy as sp
+
+from stepwall.hookspecs import hookimpl
+from stepwall.spec import KindSpec, Scenario, quantity
+from stepwall.terms import Decoding, Term
+
+PLUGIN = "decoding"
+
+
+@attrs.frozen
+class Autoregressive:
+    pass
+
+
+@attrs.frozen
+class DDTree:
+    budget: int = quantity("dimensionless", "draft-tree nodes verified per step (verify M = "
+                           "budget + 1)", latex="B", integer=True)  # fmt: skip
+    block: int = quantity("dimensionless", "drafter block size: deepest tree level", latex="D",
+                          integer=True, default=16)  # fmt: skip
+    accepted_tokens: float | None = quantity("dimensionless", "measured accepted tokens per "
+                                             "step τ (overrides the acceptance model)",
+                                             latex=r"\tau", minimum=1.0, inclusive=True,
+                                             default=None)  # fmt: skip
+    acceptance: float = quantity("dimensionless", "probability the drafter's top-1 token at a "
+                                 "depth is accepted", latex="a", maximum=0.999, default=0.6)  # fmt: skip
+    draft_time: float = quantity("time", "drafter forward pass per step", latex="t_{draft}",
+                                 minimum=0.0, inclusive=True)  # fmt: skip
+    node_time: float = quantity("time", "tree building and bookkeeping per tree node",
+                                latex="t_{node}", minimum=0.0, inclusive=True)  # fmt: skip
+
+
+@attrs.frozen
+class Mtp:
+    drafts: int = quantity("dimensionless", "draft tokens in the chain (verify M = 1 + n)",
+                           latex="n", integer=True)  # fmt: skip
+    acceptance: float = quantity("dimensionless", "probability each next draft is accepted",
+                                 latex="a", maximum=0.999)  # fmt: skip
+    accepted_tokens: float | None = quantity("dimensionless", "measured accepted tokens per "
+                                             "step τ (overrides the chain model)", latex=r"\tau",
+                                             minimum=1.0, inclusive=True, default=None)  # fmt: skip
+    draft_time: float = quantity("time", "MTP module forward per draft token",
+                                 latex="t_{mtp}", minimum=0.0, inclusive=True)  # fmt: skip
+
+
+def chain_accepted(acceptance: sp.Expr, drafts: sp.Expr) -> sp.Expr:
+    """A chain of n drafts, each accepted with probability a given its prefix was:
+    τ = Σ_{i=0..n} a^i = (1 − a^(n+1)) / (1 − a) (Leviathan et al. 2023, eq. 1)."""
+    return (1 - acceptance ** (drafts + 1)) / (1 - acceptance)
+
+
+def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: sp.Expr) -> sp.Expr:
+    """A draft tree of B nodes over D levels offers B/D candidates per level; a level is
+    accepted if any candidate matches, a_tree = 1 − (1 − a)^(B/D), and τ is the chain law at
+    a_tree over D levels. A first-order model: candidates treated as independent."""
+    per_level = 1 - (1 - acceptance) ** (budget / depth)
+    return chain_accepted(per_level, depth)
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    return [
+        KindSpec("decoding", "autoregressive", Autoregressive, "one token per user per step",
+                 default=True),
+        KindSpec("decoding", "ddtree", DDTree, "block-diffusion drafter + tree verification"),
+        KindSpec("decoding", "mtp", Mtp, "multi-token-prediction draft chain"),
+    ]  # fmt: skip
+
+
+@hookimpl
+def stepwall_decoding(scenario: Scenario) -> Decoding | None:
+    kind = scenario.kinds["decoding"]
+    d = scenario.params.decoding if kind != "autoregressive" else None
+    native = scenario.params.overhead.native
+    if kind == "autoregressive":
+        return Decoding(sp.Integer(1), sp.Integer(1))
+    given = scenario.decoding.accepted_tokens is not None
+    if kind == "ddtree":
+        tau = d.accepted_tokens if given else tree_accepted(d.acceptance, d.budget, d.block)
+        return Decoding(d.budget + 1, tau, (
+            Term("spec.draft", d.draft_time * native, PLUGIN, "drafter forward per step",
+                 "spec"),
+            Term("spec.tree", d.budget * d.node_time * native, PLUGIN,
+                 "tree building per node × budget", "spec"),
+        ))  # fmt: skip
+    if kind == "mtp":
+        tau = d.accepted_tokens if given else chain_accepted(d.acceptance, d.drafts)
+        return Decoding(1 + d.drafts, tau, (
+            Term("spec.draft", d.drafts * d.draft_time * native, PLUGIN,
+                 "MTP module forward per draft token", "spec"),
+        ))  # fmt: skip
+    return None

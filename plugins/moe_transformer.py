@@ -1,0 +1,208 @@
+"""Model kind ``moe-transformer``: per-step bytes and FLOPs of an MoE (or dense) decoder.
+
+Work per GPU under a layout (TP over ``tp`` ranks, experts over ``ep`` ranks, attention
+data-parallel over ``ep``), summed over layers. Each law is one function; precisions are
+per component (e.g. INT4 experts, BF16 attention). Architecture fields follow the
+Hugging Face config names of DeepSeek-V3 / Kimi K2.
+"""
+
+from __future__ import annotations
+
+import attrs
+import sympy as sp
+
+from stepwall import symbols
+from stepwall.hookspecs import hookimpl
+from stepwall.spec import KindSpec, Scenario, choice, quantity
+from stepwall.terms import Collective, Decoding, Layout, Op, Workload
+
+PLUGIN = "moe_transformer"
+FLOPS_PER_MAC = symbols.constant("const.flops_per_mac", "2 FLOP", r"2\,\mathrm{FLOP}",
+                                 "a multiply-add is two floating-point operations")
+
+
+def _count(doc: str, latex: str, **kw: object) -> object:
+    return quantity("dimensionless", doc, latex=latex, integer=True, **kw)
+
+
+def _zero_ok(doc: str, latex: str) -> object:
+    return quantity("dimensionless", doc, latex=latex, integer=True, minimum=0, inclusive=True,
+                    default=0)  # fmt: skip
+
+
+def _bits(doc: str, latex: str) -> object:
+    return quantity("information", doc, latex=latex)
+
+
+@attrs.frozen
+class MoeTransformer:
+    n_layers: int = _count("decoder layers", "L")
+    n_dense_layers: int = _zero_ok("leading layers with a dense FFN (first_k_dense_replace)",
+                                   "L_{d}")  # fmt: skip
+    hidden: int = _count("hidden size", "h")
+    dense_intermediate: int = _count("dense FFN intermediate size", "I_{d}")
+    n_experts: int = _zero_ok("routed experts per MoE layer", "E")
+    experts_per_token: int = _zero_ok("routed experts each token uses (top-k)", "k")
+    n_shared_experts: int = _zero_ok("shared experts per MoE layer", "E_{s}")
+    expert_intermediate: int = _count("expert FFN intermediate size", "I_{e}", default=1)
+    attention: str = choice(("mla", "gqa"), "attention type", default="mla")
+    n_heads: int = _count("attention heads", "H")
+    n_kv_heads: int = _count("KV heads (GQA)", "H_{kv}", default=1)
+    head_dim: int = _count("head dimension (GQA)", "d_{h}", default=128)
+    q_lora_rank: int = _zero_ok("MLA query low-rank dimension", "r_{q}")
+    kv_lora_rank: int = _zero_ok("MLA latent KV dimension", "r_{kv}")
+    qk_nope_head_dim: int = _zero_ok("MLA non-rotary query/key head dimension", "d_{nope}")
+    qk_rope_head_dim: int = _zero_ok("MLA rotary head dimension", "d_{rope}")
+    v_head_dim: int = _zero_ok("MLA value head dimension", "d_{v}")
+    vocab: int = _count("vocabulary size", "V")
+    expert_bits: float = _bits("bits per routed-expert weight", "b_{e}")
+    shared_expert_bits: float = _bits("bits per shared-expert weight", "b_{se}")
+    attention_bits: float = _bits("bits per attention (and router) weight", "b_{attn}")
+    dense_bits: float = _bits("bits per dense-FFN weight", "b_{d}")
+    embedding_bits: float = _bits("bits per embedding / LM-head weight", "b_{emb}")
+    kv_bits: float = _bits("bits per KV-cache element", "b_{kv}")
+    activation_bits: float = _bits("bits per activation element (all-reduce, combine)", "b_{act}")
+    dispatch_bits: float = _bits("bits per element sent in expert dispatch", "b_{disp}")
+
+
+def expected_distinct_experts(n_experts: sp.Expr, top_k: sp.Expr, tokens: sp.Expr) -> sp.Expr:
+    """E·(1 − (1 − k/E)^T): experts hit at least once by T tokens under uniform top-k routing
+    (each token's k picks treated as independent draws; BRIEF §5)."""
+    return n_experts * (1 - (1 - top_k / n_experts) ** tokens)
+
+
+def ffn_params(hidden: sp.Expr, intermediate: sp.Expr) -> sp.Expr:
+    """A gated FFN (gate, up, down projections) holds 3·h·I weights."""
+    return 3 * hidden * intermediate
+
+
+def shard(size: sp.Expr, ranks: sp.Expr) -> sp.Expr:
+    """Fraction of a dimension of ``size`` held by the most loaded of ``ranks`` ranks:
+    ⌈size/ranks⌉ / size (uneven splits are set by the largest shard)."""
+    return sp.ceiling(size / ranks) / size
+
+
+def mla_params(m: object, tp: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """MLA weights per layer on one TP rank, as (replicated, head-split) parameter counts:
+    q_a (h·r_q) and kv_a (h·(r_kv + d_rope)) are replicated; q_b (r_q·H·(d_nope + d_rope)),
+    kv_b (r_kv·H·(d_nope + d_v)) and o (H·d_v·h) split by heads (DeepSeek-V2 §2.1)."""
+    rep = m.hidden * m.q_lora_rank + m.hidden * (m.kv_lora_rank + m.qk_rope_head_dim)
+    per_head = (
+        m.q_lora_rank * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        + m.kv_lora_rank * (m.qk_nope_head_dim + m.v_head_dim)
+        + m.v_head_dim * m.hidden
+    )
+    return rep, per_head * m.n_heads * shard(m.n_heads, tp)
+
+
+def gqa_params(m: object, tp: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """GQA weights per layer on one TP rank: q and o (2·h·H·d_h) split by heads, k and v
+    (2·h·H_kv·d_h) split by KV heads."""
+    q_o = 2 * m.hidden * m.n_heads * m.head_dim * shard(m.n_heads, tp)
+    k_v = 2 * m.hidden * m.n_kv_heads * m.head_dim * shard(m.n_kv_heads, tp)
+    return sp.Integer(0), q_o + k_v
+
+
+def kv_cache_bytes_per_token_layer(m: object, mla: bool, tp: sp.Expr) -> sp.Expr:
+    """KV cache per token per layer on one TP rank: MLA stores the latent (r_kv + d_rope)
+    elements, shared by all heads so every TP rank keeps it whole; GQA stores 2·H_kv·d_h,
+    split by KV heads."""
+    if mla:
+        return (m.kv_lora_rank + m.qk_rope_head_dim) * m.kv_bits
+    return 2 * m.n_kv_heads * m.head_dim * shard(m.n_kv_heads, tp) * m.kv_bits
+
+
+def attention_score_flops(m: object, mla: bool, tp: sp.Expr, context: sp.Expr) -> sp.Expr:
+    """FLOPs per query token per layer on one TP rank to attend over S cached tokens:
+    MLA (absorbed) S·(2·r_kv + d_rope) multiply-adds per head; GQA 2·S·d_h per head."""
+    per_head = context * (2 * m.kv_lora_rank + m.qk_rope_head_dim) if mla else (
+        2 * context * m.head_dim)  # fmt: skip
+    per_head = per_head * FLOPS_PER_MAC
+    return per_head * m.n_heads * shard(m.n_heads, tp)
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    return [KindSpec("model", "moe-transformer", MoeTransformer,
+                     "decoder-only transformer with MoE (or dense, n_experts = 0) FFNs")]  # fmt: skip
+
+
+@hookimpl
+def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) -> Workload | None:
+    if scenario.kinds["model"] != "moe-transformer":
+        return None
+    m, par, w = scenario.params.model, scenario.params.parallel, scenario.params.workload
+    spec = scenario.model
+    mla = spec.attention == "mla"
+    has_moe = spec.n_experts > 0
+    tp, ep = layout.tp, layout.ep
+    tokens = layout.users * decoding.verify_tokens  # tokens per replica per step (T = C·M)
+    tokens_rank = layout.users_per_attention_rank * decoding.verify_tokens
+    n_moe = m.n_layers - m.n_dense_layers if has_moe else sp.Integer(0)
+    n_dense = m.n_dense_layers if has_moe else m.n_layers
+    ops: list[Op] = []
+    collectives: list[Collective] = []
+
+    def op(name: str, params: sp.Expr, bits: sp.Expr, tokens_through: sp.Expr, group: str,
+           why: str, kernels: sp.Expr, overlap: str = "") -> None:  # fmt: skip
+        ops.append(Op(name, params * bits, params * tokens_through * FLOPS_PER_MAC, PLUGIN, why,
+                      group, kernels, overlap))  # fmt: skip
+
+    # --- attention: weights and KV cache
+    rep, split = (mla_params if mla else gqa_params)(m, tp)
+    op("attention.weights", m.n_layers * (rep + split), m.attention_bits, tokens_rank,
+       "attention", "attention projections (weights read once per step)", 3 * m.n_layers)
+    kv_bytes = kv_cache_bytes_per_token_layer(m, mla, tp)
+    kv_read = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
+    ops.append(Op("attention.kv_cache", kv_read,
+                  tokens_rank * m.n_layers * attention_score_flops(m, mla, tp, w.context),
+                  PLUGIN, "KV-cache reads growing with context S and users", "attention",
+                  m.n_layers))  # fmt: skip
+
+    # --- dense FFN layers, embeddings and LM head
+    if spec.n_dense_layers > 0 or not has_moe:
+        op("dense.ffn", n_dense * ffn_params(m.hidden, m.dense_intermediate)
+           * shard(m.dense_intermediate, tp), m.dense_bits, tokens_rank, "dense",
+           "dense FFN layers", 2 * n_dense)  # fmt: skip
+    op("lm_head", m.vocab * m.hidden * shard(m.vocab, tp), m.embedding_bits, tokens_rank,
+       "dense", "LM head (vocabulary-parallel)", sp.Integer(2))
+
+    weights = (
+        m.n_layers * (rep + split) * m.attention_bits
+        + n_dense * ffn_params(m.hidden, m.dense_intermediate)
+        * shard(m.dense_intermediate, tp) * m.dense_bits
+        + 2 * m.vocab * m.hidden * shard(m.vocab, tp) * m.embedding_bits
+    )
+
+    # --- MoE layers: router, routed experts, shared experts
+    if has_moe:
+        expert = ffn_params(m.hidden, m.expert_intermediate) * shard(m.expert_intermediate, tp)
+        hit = expected_distinct_experts(m.n_experts, m.experts_per_token, tokens)
+        per_gpu_hit = par.imbalance * hit / ep
+        tokens_per_expert_gpu = par.imbalance * tokens * m.experts_per_token / ep
+        overlap = "ep" if layout.overlap_ep else ""
+        ops.append(Op("moe.routed_experts", n_moe * per_gpu_hit * expert * m.expert_bits,
+                      n_moe * expert * tokens_per_expert_gpu * FLOPS_PER_MAC, PLUGIN,
+                      "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
+                      "moe", 3 * n_moe, overlap))  # fmt: skip
+        if spec.n_shared_experts > 0:
+            op("moe.shared_experts", n_moe * m.n_shared_experts * expert, m.shared_expert_bits,
+               tokens_rank, "moe", "shared experts (every token)", 2 * n_moe)
+        op("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
+           "dense", "router logits", n_moe)
+        slots = (m.n_experts + par.redundant_experts) / ep
+        weights += n_moe * (slots * expert * m.expert_bits
+                            + m.n_shared_experts * expert * m.shared_expert_bits
+                            + m.hidden * m.n_experts * m.attention_bits)  # fmt: skip
+        sent = tokens_rank * m.experts_per_token * m.hidden
+        collectives += [
+            Collective("comm.ep_dispatch", "all_to_all", ep, sent * m.dispatch_bits, n_moe,
+                       PLUGIN, "tokens sent to their experts' ranks", overlap),
+            Collective("comm.ep_combine", "all_to_all", ep, sent * m.activation_bits, n_moe,
+                       PLUGIN, "expert outputs returned to their tokens' ranks", overlap),
+        ]  # fmt: skip
+    collectives.append(Collective(
+        "comm.tp_allreduce", "all_reduce", tp, tokens_rank * m.hidden * m.activation_bits,
+        2 * m.n_layers, PLUGIN, "two all-reduces per layer (after attention and after FFN)"))
+    kv = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
+    return Workload(tuple(ops), tuple(collectives), weights, kv, m.n_layers)

@@ -1,0 +1,32 @@
+"""Sections every scenario has: the workload served and the cluster it runs on."""
+
+from __future__ import annotations
+
+import attrs
+
+from stepwall.hookspecs import hookimpl
+from stepwall.spec import KindSpec, quantity
+
+
+@attrs.frozen
+class Workload:
+    concurrency: int = quantity("dimensionless", "users decoding at once per replica (C)",
+                                latex="C", integer=True)  # fmt: skip
+    context: float = quantity("dimensionless", "tokens of context each user attends to (S)",
+                              latex="S")  # fmt: skip
+
+
+@attrs.frozen
+class Cluster:
+    nodes: int = quantity("dimensionless", "nodes (or compute trays) in the cluster",
+                          latex="n_{nodes}", integer=True)  # fmt: skip
+    gpus_per_node: int = quantity("dimensionless", "GPUs per node", latex="g_{node}",
+                                  integer=True)  # fmt: skip
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    return [
+        KindSpec("workload", "decode", Workload, "decode-phase load: users and context", True),
+        KindSpec("cluster", "cluster", Cluster, "nodes × GPUs per node; networks below", True),
+    ]

@@ -1,0 +1,1 @@
+"""The shipped catalog: models/, hardware/, clusters/, scenarios/, reports/ (TOML)."""
