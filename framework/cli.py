@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy as sp
-
 from stepwall import registry, symbols
 from stepwall.errors import StepwallError
 from stepwall.model import StepModel, build_model, summary
@@ -53,8 +52,14 @@ def args(setup: Callable[[argparse.ArgumentParser], None]) -> Callable[[Callable
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", metavar="SCENARIO", help="catalog name or path to a .toml")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a spec value, e.g. parallel.tp=16 (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec value, e.g. parallel.tp=16 (repeatable)",
+    )
 
 
 def _load(ns: argparse.Namespace) -> StepModel:
@@ -66,8 +71,11 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-@command("eval", "evaluate a scenario: step-time breakdown and metrics",
-         "stepwall eval k26-b300-tp8-ddtree --set workload.context=32768")  # fmt: skip
+@command(
+    "eval",
+    "evaluate a scenario: step-time breakdown and metrics",
+    "stepwall eval k26-b300-tp8-ddtree --set workload.context=32768",
+)
 @args(_eval_args)
 def cmd_eval(ns: argparse.Namespace) -> int:
     model = _load(ns)
@@ -84,14 +92,24 @@ def render_breakdown(s: dict[str, Any]) -> str:
     t = s["step_time_s"]
     rows = [("term", "group", "plugin", "time", "share")]
     for term in s["terms"]:
-        rows.append((term["name"], term["group"], term["plugin"],
-                     format_quantity(term["seconds"], TIME),
-                     f"{100 * term['seconds'] / t:.1f}%"))  # fmt: skip
+        rows.append(
+            (
+                term["name"],
+                term["group"],
+                term["plugin"],
+                format_quantity(term["seconds"], TIME),
+                f"{100 * term['seconds'] / t:.1f}%",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [f"scenario {s['scenario']}", ""]
     for i, r in enumerate(rows):
-        lines.append("  ".join(c.rjust(w) if j >= 3 else c.ljust(w)
-                               for j, (c, w) in enumerate(zip(r, widths, strict=True))))  # fmt: skip
+        lines.append(
+            "  ".join(
+                c.rjust(w) if j >= 3 else c.ljust(w)
+                for j, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     mem = s["memory"]
@@ -111,13 +129,21 @@ def render_breakdown(s: dict[str, Any]) -> str:
 
 def _expr_args(p: argparse.ArgumentParser) -> None:
     _scenario_args(p)
-    p.add_argument("--free", action="append", default=[], metavar="KEY",
-                   help="keep this parameter symbolic, e.g. parallel.tp (repeatable)")
-    p.add_argument("--latex", action="store_true", help="print LaTeX instead of text")  # fmt: skip
+    p.add_argument(
+        "--free",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="keep this parameter symbolic, e.g. parallel.tp (repeatable)",
+    )
+    p.add_argument("--latex", action="store_true", help="print LaTeX instead of text")
 
 
-@command("expr", "print the closed-form step time with chosen parameters left symbolic",
-         "stepwall expr k26-b300-tp8-ddtree --free parallel.tp --free hardware.hbm_bandwidth")  # fmt: skip
+@command(
+    "expr",
+    "print the closed-form step time with chosen parameters left symbolic",
+    "stepwall expr k26-b300-tp8-ddtree --free parallel.tp --free hardware.hbm_bandwidth",
+)
 @args(_expr_args)
 def cmd_expr(ns: argparse.Namespace) -> int:
     model = _load(ns)
@@ -142,8 +168,12 @@ def _parameter(model: StepModel, key: str) -> sp.Symbol:
 
         names = sorted(s.name for s in model.values if not s.name.startswith("const."))
         hint = difflib.get_close_matches(key, names, n=1)
-        raise SpecError("--free", key, "not a parameter of this scenario",
-                        f"a parameter such as {hint[0] if hint else names[0]}")  # fmt: skip
+        raise SpecError(
+            "--free",
+            key,
+            "not a parameter of this scenario",
+            f"a parameter such as {hint[0] if hint else names[0]}",
+        )
     return sym
 
 
@@ -151,8 +181,11 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC", help="a scenario, or a catalog file of any kind")
 
 
-@command("check", "validate a spec file without evaluating it",
-         "stepwall check specs/scenarios/k26-b300-tp8-ddtree.toml")  # fmt: skip
+@command(
+    "check",
+    "validate a spec file without evaluating it",
+    "stepwall check specs/scenarios/k26-b300-tp8-ddtree.toml",
+)
 @args(_check_args)
 def cmd_check(ns: argparse.Namespace) -> int:
     from stepwall.spec import check_file
@@ -190,9 +223,13 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, setup, help_, example) in COMMANDS.items():
-        sp_ = sub.add_parser(name, help=help_, description=f"{help_}.",
-                             epilog=f"example:\n  {example}",
-                             formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        sp_ = sub.add_parser(
+            name,
+            help=help_,
+            description=f"{help_}.",
+            epilog=f"example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         setup(sp_)
     return p
 
@@ -213,8 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # an internal error is a bug: say so, keep the trace on request
         if os.environ.get("STEPWALL_DEBUG"):
             traceback.print_exc()
-        print(f"stepwall: internal error: {type(e).__name__}: {e} "
-              "(a bug; rerun with STEPWALL_DEBUG=1 for the traceback)", file=sys.stderr)  # fmt: skip
+        print(
+            f"stepwall: internal error: {type(e).__name__}: {e} "
+            "(a bug; rerun with STEPWALL_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

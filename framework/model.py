@@ -21,7 +21,6 @@ from typing import Any
 import attrs
 import numpy as np
 import sympy as sp
-
 from stepwall import registry, symbols
 from stepwall.errors import PluginError, SpecError
 from stepwall.spec import Scenario, load_scenario
@@ -135,24 +134,41 @@ def build_model(
 
     def need(result: Any, hook: str, section: str) -> Any:
         if result is None:
-            raise SpecError(scenario.origin, f"{section}.kind",
-                            f"no plugin implements {hook} for kind {kinds.get(section)!r}")  # fmt: skip
+            raise SpecError(
+                scenario.origin,
+                f"{section}.kind",
+                f"no plugin implements {hook} for kind {kinds.get(section)!r}",
+            )
         return result
 
-    decoding = need(hooks.call("stepwall_decoding", scenario=scenario), "stepwall_decoding", "decoding")
-    layout = need(hooks.call("stepwall_partition", scenario=scenario, decoding=decoding),
-                  "stepwall_partition", "parallel")  # fmt: skip
+    decoding = need(
+        hooks.call("stepwall_decoding", scenario=scenario), "stepwall_decoding", "decoding"
+    )
+    layout = need(
+        hooks.call("stepwall_partition", scenario=scenario, decoding=decoding),
+        "stepwall_partition",
+        "parallel",
+    )
     workload = need(
         hooks.call("stepwall_model_work", scenario=scenario, decoding=decoding, layout=layout),
-        "stepwall_model_work", "model",
+        "stepwall_model_work",
+        "model",
     )
-    compute = need(hooks.call("stepwall_compute_terms", scenario=scenario, ops=workload.ops),
-                   "stepwall_compute_terms", "hardware")  # fmt: skip
+    compute = need(
+        hooks.call("stepwall_compute_terms", scenario=scenario, ops=workload.ops),
+        "stepwall_compute_terms",
+        "hardware",
+    )
     comm = need(
-        hooks.call("stepwall_collective_terms", scenario=scenario, collectives=workload.collectives),
-        "stepwall_collective_terms", "cluster.scale_up",
+        hooks.call(
+            "stepwall_collective_terms", scenario=scenario, collectives=workload.collectives
+        ),
+        "stepwall_collective_terms",
+        "cluster.scale_up",
     )
-    fixed = hooks.call("stepwall_fixed_terms", scenario=scenario, workload=workload, decoding=decoding)
+    fixed = hooks.call(
+        "stepwall_fixed_terms", scenario=scenario, workload=workload, decoding=decoding
+    )
     terms = [*compute, *comm, *decoding.terms, *(t for ts in fixed for t in ts)]
     for t in terms:
         if not isinstance(t, Term):
@@ -191,13 +207,23 @@ def summary(model: StepModel) -> dict[str, Any]:
         "tokens_per_s": float(ev["tokens_per_s"]),
         "tokens_per_s_per_gpu": float(ev["tokens_per_s_per_gpu"]),
         "gpus": round(float(ev["gpus"])),
-        "memory": {"bytes_per_gpu": used, "capacity_per_gpu": cap, "fits": used <= cap,
-                   "weight_bytes_per_gpu": float(ev["weight_bytes_per_gpu"]),
-                   "kv_bytes_per_gpu": float(ev["kv_bytes_per_gpu"])},
+        "memory": {
+            "bytes_per_gpu": used,
+            "capacity_per_gpu": cap,
+            "fits": used <= cap,
+            "weight_bytes_per_gpu": float(ev["weight_bytes_per_gpu"]),
+            "kv_bytes_per_gpu": float(ev["kv_bytes_per_gpu"]),
+        },
         "groups": model.group_times(ev),
         "terms": [
-            {"name": t.name, "plugin": t.plugin, "group": t.group, "overlap": t.overlap,
-             "seconds": float(ev["terms"][t.name]), "why": t.why}  # fmt: skip
+            {
+                "name": t.name,
+                "plugin": t.plugin,
+                "group": t.group,
+                "overlap": t.overlap,
+                "seconds": float(ev["terms"][t.name]),
+                "why": t.why,
+            }
             for t in model.terms
         ],
     }

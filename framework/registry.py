@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pluggy
-
 from stepwall import hookspecs
 from stepwall.errors import PluginError, StepwallError
 from stepwall.spec import KindSpec
@@ -86,12 +85,11 @@ class Hooks:
         """Each plugin: name, version, the kinds it claims and the hooks it implements."""
         rows = []
         for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda np: np[0]):
-            hooks = sorted(
-                h.name for h in self.pm.get_hookcallers(plugin) or () if h.name != "_"
-            )
+            hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or () if h.name != "_")
             kinds = sorted(f"{s}:{k}" for (s, k), spec in self.kinds.items() if spec.plugin == name)
-            rows.append({"name": name, "version": _version_of(plugin), "kinds": kinds,
-                         "hooks": hooks})  # fmt: skip
+            rows.append(
+                {"name": name, "version": _version_of(plugin), "kinds": kinds, "hooks": hooks}
+            )
         return rows
 
 

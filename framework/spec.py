@@ -22,7 +22,6 @@ from typing import Any
 import attrs
 import cattrs
 import sympy as sp
-
 from stepwall import symbols
 from stepwall.errors import SpecError, UnitError
 from stepwall.units import DIMENSIONLESS, NAMED, Dim, describe, parse_quantity
@@ -52,8 +51,15 @@ def quantity(
     minimum itself. Integer fields (parallel degrees, counts) reject fractional values.
     """
     d = NAMED[dim] if isinstance(dim, str) else dim
-    meta = {"dim": d, "doc": doc, "latex": latex, "integer": integer,
-            "minimum": minimum, "inclusive": inclusive, "maximum": maximum}  # fmt: skip
+    meta = {
+        "dim": d,
+        "doc": doc,
+        "latex": latex,
+        "integer": integer,
+        "minimum": minimum,
+        "inclusive": inclusive,
+        "maximum": maximum,
+    }
     return attrs.field(default=default, metadata=meta, kw_only=True)
 
 
@@ -161,8 +167,12 @@ def resolve(ref: str, folder: str, *, where: str, key: str, base: Path | None = 
     names = catalog_names(folder)
     hint = difflib.get_close_matches(ref, names, n=1)
     dym = f"; did you mean {hint[0]!r}?" if hint else ""
-    raise SpecError(where, key, f"no {folder} entry named {ref!r}{dym}",
-                    f"a file path or one of: {', '.join(names)}")  # fmt: skip
+    raise SpecError(
+        where,
+        key,
+        f"no {folder} entry named {ref!r}{dym}",
+        f"a file path or one of: {', '.join(names)}",
+    )
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -258,8 +268,12 @@ def _check_value(f: attrs.Attribute, value: Any, where: str, key: str) -> Any:
         if value not in meta["choices"]:
             hint = difflib.get_close_matches(str(value), meta["choices"], n=1)
             dym = f"; did you mean {hint[0]!r}?" if hint else ""
-            raise SpecError(where, key, f"{value!r} is not allowed{dym}",
-                            f"one of: {', '.join(meta['choices'])}")  # fmt: skip
+            raise SpecError(
+                where,
+                key,
+                f"{value!r} is not allowed{dym}",
+                f"one of: {', '.join(meta['choices'])}",
+            )
         return value
     if value is None and f.default is None:
         return None
@@ -308,20 +322,32 @@ def structure_section(
         if name not in known or ("." in key and name != "sources"):
             hint = difflib.get_close_matches(name, sorted(fields), n=1)
             dym = f"; did you mean {section}.{hint[0]}?" if hint else ""
-            raise SpecError(where, full, f"unknown key for {section} kind {spec.kind!r}{dym}",
-                            f"one of: {', '.join(sorted(fields))}")  # fmt: skip
+            raise SpecError(
+                where,
+                full,
+                f"unknown key for {section} kind {spec.kind!r}{dym}",
+                f"one of: {', '.join(sorted(fields))}",
+            )
         if name in META_KEYS:
             if name == "sources" and not (
                 isinstance(value, dict) and all(k in fields for k in value)
             ):
-                raise SpecError(where, full, "sources must map field names to text",
-                                f"keys among: {', '.join(sorted(fields))}")  # fmt: skip
+                raise SpecError(
+                    where,
+                    full,
+                    "sources must map field names to text",
+                    f"keys among: {', '.join(sorted(fields))}",
+                )
             continue
         data[name] = _check_value(fields[name], value, where, full)
     for name, f in fields.items():
         if name not in data and f.default is attrs.NOTHING:
-            raise SpecError(where_default, f"{section}.{name}", "missing required key",
-                            f.metadata.get("doc", "a value"))  # fmt: skip
+            raise SpecError(
+                where_default,
+                f"{section}.{name}",
+                "missing required key",
+                f.metadata.get("doc", "a value"),
+            )
     try:
         obj = _converter.structure(data, spec.fields)
     except Exception as e:  # cattrs wraps type errors in exception groups
@@ -370,30 +396,30 @@ def load_scenario(
     top_level = [k for k in flat if _section_of(k, sections) is None]
     if top_level:
         k = top_level[0]
-        raise SpecError(flat[k][1], k, "unknown key",
-                        f"one of the sections: {', '.join(sections)}")  # fmt: skip
+        raise SpecError(flat[k][1], k, "unknown key", f"one of the sections: {', '.join(sections)}")
 
     structured: dict[str, Any] = {}
     values: dict[sp.Symbol, float] = {}
     kinds_used: dict[str, str] = {}
     for section in sections:
         raw = {
-            k[len(section) + 1 :]: v
-            for k, v in flat.items()
-            if _section_of(k, sections) == section
+            k[len(section) + 1 :]: v for k, v in flat.items() if _section_of(k, sections) == section
         }
         kind = by_section.get(section)
         if kind is None:
             if raw:
                 where = next(iter(raw.values()))[1]
-                raise SpecError(where, f"{section}.kind", "missing",
-                                _kinds_list(kinds, section))  # fmt: skip
+                raise SpecError(where, f"{section}.kind", "missing", _kinds_list(kinds, section))
             continue
         spec = kinds.get((section, kind))
         if spec is None:
             where = flat.get(f"{section}.kind", (None, str(path)))[1]
-            raise SpecError(where, f"{section}.kind", f"no plugin provides kind {kind!r}",
-                            _kinds_list(kinds, section))  # fmt: skip
+            raise SpecError(
+                where,
+                f"{section}.kind",
+                f"no plugin provides kind {kind!r}",
+                _kinds_list(kinds, section),
+            )
         obj, vals = structure_section(section, spec, raw, str(path))
         structured[section] = obj
         values.update(vals)
@@ -459,7 +485,11 @@ def check_file(ref: str | Path, kinds: Mapping[tuple[str, str], KindSpec]) -> st
             kind = defaults[0]
         spec = kinds.get((sub, kind))
         if spec is None:
-            raise SpecError(str(path), f"{sub}.kind", f"no plugin provides kind {kind!r}",
-                            _kinds_list(kinds, sub))  # fmt: skip
+            raise SpecError(
+                str(path),
+                f"{sub}.kind",
+                f"no plugin provides kind {kind!r}",
+                _kinds_list(kinds, sub),
+            )
         structure_section(sub, spec, raw, str(path))
     return f"ok: {path} is a valid {section} entry"

@@ -11,7 +11,6 @@ import re
 
 import attrs
 import sympy as sp
-
 from stepwall.units import Dim, dimension_of
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
-
 from stepwall import symbols
 from stepwall.errors import DimensionError
 from stepwall.units import DIMENSIONLESS, INFORMATION, OPERATION, TIME, Dim
@@ -23,9 +22,12 @@ def _check(expr: sp.Basic, want: Dim, *, what: str, name: str, plugin: str) -> s
         raise e.located(term=name, plugin=plugin) from None
     if got != want:
         raise DimensionError(
-            f"{what} must have dimension {want}", left=str(got), right=str(want),
-            term=name, plugin=plugin,
-        )  # fmt: skip
+            f"{what} must have dimension {want}",
+            left=str(got),
+            right=str(want),
+            term=name,
+            plugin=plugin,
+        )
     return expr
 
 
@@ -63,13 +65,18 @@ class Op:
     plugin: str
     why: str
     group: str
-    kernels: sp.Expr = sp.Integer(0)
+    kernels: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
     overlap: str = ""
 
     def __attrs_post_init__(self) -> None:
-        for attr, want in (("bytes", INFORMATION), ("flops", OPERATION), ("kernels", DIMENSIONLESS)):
-            checked = _check(getattr(self, attr), want, what=f"op {attr}", name=self.name,
-                             plugin=self.plugin)  # fmt: skip
+        for attr, want in (
+            ("bytes", INFORMATION),
+            ("flops", OPERATION),
+            ("kernels", DIMENSIONLESS),
+        ):
+            checked = _check(
+                getattr(self, attr), want, what=f"op {attr}", name=self.name, plugin=self.plugin
+            )
             object.__setattr__(self, attr, checked)
 
 
@@ -93,9 +100,18 @@ class Collective:
     def __attrs_post_init__(self) -> None:
         if self.op not in ("all_reduce", "all_to_all"):
             raise ValueError(f"collective {self.name}: unknown op {self.op!r}")
-        for attr, want in (("group", DIMENSIONLESS), ("size", INFORMATION), ("count", DIMENSIONLESS)):
-            checked = _check(getattr(self, attr), want, what=f"collective {attr}",
-                             name=self.name, plugin=self.plugin)  # fmt: skip
+        for attr, want in (
+            ("group", DIMENSIONLESS),
+            ("size", INFORMATION),
+            ("count", DIMENSIONLESS),
+        ):
+            checked = _check(
+                getattr(self, attr),
+                want,
+                what=f"collective {attr}",
+                name=self.name,
+                plugin=self.plugin,
+            )
             object.__setattr__(self, attr, checked)
 
 

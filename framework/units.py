@@ -21,7 +21,6 @@ from fractions import Fraction
 from functools import reduce
 
 import sympy as sp
-
 from stepwall.errors import DimensionError, UnitError
 
 BASES = ("time", "information", "operation", "mass", "length")
@@ -137,10 +136,22 @@ _BASE_UNITS: dict[str, tuple[float, Dim, bool]] = {
     "tokens": (1.0, DIMENSIONLESS, True),
 }
 _PREFIXES: dict[str, float] = {
-    "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50,
-    "m": 1e-3, "u": 1e-6, "µ": 1e-6, "μ": 1e-6, "n": 1e-9,
-}  # fmt: skip
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+    "m": 1e-3,
+    "u": 1e-6,
+    "µ": 1e-6,
+    "μ": 1e-6,
+    "n": 1e-9,
+}
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf)\s*(.*)$", re.I)
 _TOKEN = re.compile(r"\s*([A-Za-zµμ]+)(?:\^(-?\d+))?\s*")
 
@@ -203,7 +214,7 @@ def parse_quantity(value: object) -> tuple[float, Dim]:
         raise UnitError(f"expected a number or a quantity string, got {type(value).__name__}")
     m = _NUMBER.match(value)
     if not m:
-        raise UnitError(f"cannot read quantity {value!r} (a number then a unit, like \"8 TB/s\")")
+        raise UnitError(f'cannot read quantity {value!r} (a number then a unit, like "8 TB/s")')
     number = float(m.group(1).replace("_", ""))
     mag, dim = parse_unit(m.group(2))
     return number * mag, dim
@@ -226,8 +237,13 @@ def format_quantity(value: float, dim: Dim) -> str:
     """A readable string for an SI magnitude: ``7.92 ms``, ``11.9 GB``, ``303 /s``."""
     if not math.isfinite(value):
         return str(value)
-    unit = {TIME: "s", INFORMATION: "B", BANDWIDTH: "B/s", OPERATION: "FLOP",
-            COMPUTE_RATE: "FLOP/s"}.get(dim)  # fmt: skip
+    unit = {
+        TIME: "s",
+        INFORMATION: "B",
+        BANDWIDTH: "B/s",
+        OPERATION: "FLOP",
+        COMPUTE_RATE: "FLOP/s",
+    }.get(dim)
     if unit is None:
         return f"{value:.4g}" if dim.dimensionless else f"{value:.4g} {dim}"
     if unit == "s":

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
-
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, quantity
 from stepwall.terms import Decoding, Term
@@ -24,33 +23,65 @@ class Autoregressive:
 
 @attrs.frozen
 class DDTree:
-    budget: int = quantity("dimensionless", "draft-tree nodes verified per step (verify M = "
-                           "budget + 1)", latex="B", integer=True)  # fmt: skip
-    block: int = quantity("dimensionless", "drafter block size: deepest tree level", latex="D",
-                          integer=True, default=16)  # fmt: skip
-    accepted_tokens: float | None = quantity("dimensionless", "measured accepted tokens per "
-                                             "step τ (overrides the acceptance model)",
-                                             latex=r"\tau", minimum=1.0, inclusive=True,
-                                             default=None)  # fmt: skip
-    acceptance: float = quantity("dimensionless", "probability the drafter's top-1 token at a "
-                                 "depth is accepted", latex="a", maximum=0.999, default=0.6)  # fmt: skip
-    draft_time: float = quantity("time", "drafter forward pass per step", latex="t_{draft}",
-                                 minimum=0.0, inclusive=True)  # fmt: skip
-    node_time: float = quantity("time", "tree building and bookkeeping per tree node",
-                                latex="t_{node}", minimum=0.0, inclusive=True)  # fmt: skip
+    budget: int = quantity(
+        "dimensionless",
+        "draft-tree nodes verified per step (verify M = budget + 1)",
+        latex="B",
+        integer=True,
+    )
+    block: int = quantity(
+        "dimensionless",
+        "drafter block size: deepest tree level",
+        latex="D",
+        integer=True,
+        default=16,
+    )
+    accepted_tokens: float | None = quantity(
+        "dimensionless",
+        "measured accepted tokens per step τ (overrides the acceptance model)",
+        latex=r"\tau",
+        minimum=1.0,
+        inclusive=True,
+        default=None,
+    )
+    acceptance: float = quantity(
+        "dimensionless",
+        "probability the drafter's top-1 token at a depth is accepted",
+        latex="a",
+        maximum=0.999,
+        default=0.6,
+    )
+    draft_time: float = quantity(
+        "time", "drafter forward pass per step", latex="t_{draft}", minimum=0.0, inclusive=True
+    )
+    node_time: float = quantity(
+        "time",
+        "tree building and bookkeeping per tree node",
+        latex="t_{node}",
+        minimum=0.0,
+        inclusive=True,
+    )
 
 
 @attrs.frozen
 class Mtp:
-    drafts: int = quantity("dimensionless", "draft tokens in the chain (verify M = 1 + n)",
-                           latex="n", integer=True)  # fmt: skip
-    acceptance: float = quantity("dimensionless", "probability each next draft is accepted",
-                                 latex="a", maximum=0.999)  # fmt: skip
-    accepted_tokens: float | None = quantity("dimensionless", "measured accepted tokens per "
-                                             "step τ (overrides the chain model)", latex=r"\tau",
-                                             minimum=1.0, inclusive=True, default=None)  # fmt: skip
-    draft_time: float = quantity("time", "MTP module forward per draft token",
-                                 latex="t_{mtp}", minimum=0.0, inclusive=True)  # fmt: skip
+    drafts: int = quantity(
+        "dimensionless", "draft tokens in the chain (verify M = 1 + n)", latex="n", integer=True
+    )
+    acceptance: float = quantity(
+        "dimensionless", "probability each next draft is accepted", latex="a", maximum=0.999
+    )
+    accepted_tokens: float | None = quantity(
+        "dimensionless",
+        "measured accepted tokens per step τ (overrides the chain model)",
+        latex=r"\tau",
+        minimum=1.0,
+        inclusive=True,
+        default=None,
+    )
+    draft_time: float = quantity(
+        "time", "MTP module forward per draft token", latex="t_{mtp}", minimum=0.0, inclusive=True
+    )
 
 
 def chain_accepted(acceptance: sp.Expr, drafts: sp.Expr) -> sp.Expr:
@@ -70,11 +101,16 @@ def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: sp.Expr) -> sp.Ex
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     return [
-        KindSpec("decoding", "autoregressive", Autoregressive, "one token per user per step",
-                 default=True),
+        KindSpec(
+            "decoding",
+            "autoregressive",
+            Autoregressive,
+            "one token per user per step",
+            default=True,
+        ),
         KindSpec("decoding", "ddtree", DDTree, "block-diffusion drafter + tree verification"),
         KindSpec("decoding", "mtp", Mtp, "multi-token-prediction draft chain"),
-    ]  # fmt: skip
+    ]
 
 
 @hookimpl
@@ -87,16 +123,35 @@ def stepwall_decoding(scenario: Scenario) -> Decoding | None:
     given = scenario.decoding.accepted_tokens is not None
     if kind == "ddtree":
         tau = d.accepted_tokens if given else tree_accepted(d.acceptance, d.budget, d.block)
-        return Decoding(d.budget + 1, tau, (
-            Term("spec.draft", d.draft_time * native, PLUGIN, "drafter forward per step",
-                 "spec"),
-            Term("spec.tree", d.budget * d.node_time * native, PLUGIN,
-                 "tree building per node × budget", "spec"),
-        ))  # fmt: skip
+        return Decoding(
+            d.budget + 1,
+            tau,
+            (
+                Term(
+                    "spec.draft", d.draft_time * native, PLUGIN, "drafter forward per step", "spec"
+                ),
+                Term(
+                    "spec.tree",
+                    d.budget * d.node_time * native,
+                    PLUGIN,
+                    "tree building per node × budget",
+                    "spec",
+                ),
+            ),
+        )
     if kind == "mtp":
         tau = d.accepted_tokens if given else chain_accepted(d.acceptance, d.drafts)
-        return Decoding(1 + d.drafts, tau, (
-            Term("spec.draft", d.drafts * d.draft_time * native, PLUGIN,
-                 "MTP module forward per draft token", "spec"),
-        ))  # fmt: skip
+        return Decoding(
+            1 + d.drafts,
+            tau,
+            (
+                Term(
+                    "spec.draft",
+                    d.drafts * d.draft_time * native,
+                    PLUGIN,
+                    "MTP module forward per draft token",
+                    "spec",
+                ),
+            ),
+        )
     return None

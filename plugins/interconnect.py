@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
-
 from stepwall.errors import SpecError
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, flag, quantity
@@ -25,12 +24,17 @@ def _time(doc: str, latex: str) -> object:
 
 @attrs.frozen
 class ScaleUp:
-    domain_size: int = quantity("dimensionless", "GPUs in one scale-up (NVLink/PCIe) domain",
-                                latex="D", integer=True)  # fmt: skip
-    bus_bandwidth: float = quantity("bandwidth", "all-reduce bus bandwidth per GPU at the "
-                                    "message sizes of decode", latex=r"\beta_{bus}")  # fmt: skip
-    link_bandwidth: float = quantity("bandwidth", "per-GPU one-direction bandwidth for "
-                                     "all-to-all", latex=r"\beta_{link}")  # fmt: skip
+    domain_size: int = quantity(
+        "dimensionless", "GPUs in one scale-up (NVLink/PCIe) domain", latex="D", integer=True
+    )
+    bus_bandwidth: float = quantity(
+        "bandwidth",
+        "all-reduce bus bandwidth per GPU at the message sizes of decode",
+        latex=r"\beta_{bus}",
+    )
+    link_bandwidth: float = quantity(
+        "bandwidth", "per-GPU one-direction bandwidth for all-to-all", latex=r"\beta_{link}"
+    )
     hop_latency: float = _time("latency per ring/tree step", r"\alpha_{hop}")
     switch_latency: float = _time("latency of an in-switch (NVLS) all-reduce", r"\alpha_{nvls}")
     a2a_latency: float = _time("fixed latency of one all-to-all call", r"\alpha_{a2a}")
@@ -40,12 +44,18 @@ class ScaleUp:
 
 @attrs.frozen
 class ScaleOut:
-    nic_bandwidth: float = quantity("bandwidth", "scale-out bandwidth per GPU (its NIC)",
-                                    latex=r"\beta_{nic}")  # fmt: skip
+    nic_bandwidth: float = quantity(
+        "bandwidth", "scale-out bandwidth per GPU (its NIC)", latex=r"\beta_{nic}"
+    )
     latency: float = _time("latency per algorithm step across nodes", r"\alpha_{net}")
-    oversubscription: float = quantity("dimensionless", "fabric oversubscription (1 = "
-                                       "non-blocking)", latex=r"o_{net}", minimum=1.0,
-                                       inclusive=True, default=1.0)  # fmt: skip
+    oversubscription: float = quantity(
+        "dimensionless",
+        "fabric oversubscription (1 = non-blocking)",
+        latex=r"o_{net}",
+        minimum=1.0,
+        inclusive=True,
+        default=1.0,
+    )
 
 
 @attrs.frozen
@@ -57,13 +67,14 @@ class NoScaleOut:
 def stepwall_spec_kinds() -> list[KindSpec]:
     return [
         KindSpec("cluster.scale_up", "nvlink", ScaleUp, "NVLink/NVSwitch domain"),
-        KindSpec("cluster.scale_up", "pcie", ScaleUp, "GPUs on a PCIe switch, no in-switch "
-                 "reduction"),
-        KindSpec("cluster.scale_out", "infiniband", ScaleOut, "InfiniBand or RoCE, a NIC "
-                 "per GPU"),
-        KindSpec("cluster.scale_out", "none", NoScaleOut, "a single domain, nothing across",
-                 default=True),
-    ]  # fmt: skip
+        KindSpec(
+            "cluster.scale_up", "pcie", ScaleUp, "GPUs on a PCIe switch, no in-switch reduction"
+        ),
+        KindSpec("cluster.scale_out", "infiniband", ScaleOut, "InfiniBand or RoCE, a NIC per GPU"),
+        KindSpec(
+            "cluster.scale_out", "none", NoScaleOut, "a single domain, nothing across", default=True
+        ),
+    ]
 
 
 def ring_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
@@ -81,40 +92,52 @@ def switch_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -
     return alpha + 2 * (n - 1) / n * size / beta
 
 
-def all_to_all(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, alpha_peer: sp.Expr,
-               beta: sp.Expr) -> sp.Expr:  # fmt: skip
+def all_to_all(
+    n: sp.Expr, size: sp.Expr, alpha: sp.Expr, alpha_peer: sp.Expr, beta: sp.Expr
+) -> sp.Expr:
     """All-to-all: α + (N−1)·α_peer + (N−1)/N · S/β (S bytes sent per GPU)."""
     return alpha + (n - 1) * alpha_peer + (n - 1) / n * size / beta
 
 
 def domain_allreduce(up: object, n: sp.Expr, size: sp.Expr, in_switch: bool) -> sp.Expr:
     """Cheapest of ring, tree and (where the switch reduces) in-switch, as NCCL's tuner picks."""
-    options = [ring_allreduce(n, size, up.hop_latency, up.bus_bandwidth),
-               tree_allreduce(n, size, up.hop_latency, up.bus_bandwidth)]  # fmt: skip
+    options = [
+        ring_allreduce(n, size, up.hop_latency, up.bus_bandwidth),
+        tree_allreduce(n, size, up.hop_latency, up.bus_bandwidth),
+    ]
     if in_switch:
         options.append(switch_allreduce(n, size, up.switch_latency, up.bus_bandwidth))
     return sp.Min(*options)
 
 
-def hierarchical_allreduce(up: object, out: object, n: sp.Expr, size: sp.Expr,
-                           in_switch: bool) -> sp.Expr:  # fmt: skip
+def hierarchical_allreduce(
+    up: object, out: object, n: sp.Expr, size: sp.Expr, in_switch: bool
+) -> sp.Expr:
     """All-reduce over N > D GPUs in ⌈N/D⌉ domains: reduce inside each domain, then all-reduce
     the 1/D shard each GPU owns across domains (cheaper of ring and tree), each GPU over its
     own NIC at β_nic / oversubscription."""
     d = sp.ceiling(n / up.domain_size)
     beta = out.nic_bandwidth / out.oversubscription
     shard = size / up.domain_size
-    across = sp.Min(ring_allreduce(d, shard, out.latency, beta),
-                    tree_allreduce(d, shard, out.latency, beta))  # fmt: skip
+    across = sp.Min(
+        ring_allreduce(d, shard, out.latency, beta), tree_allreduce(d, shard, out.latency, beta)
+    )
     return domain_allreduce(up, up.domain_size, size, in_switch) + across
 
 
 def hierarchical_all_to_all(up: object, out: object, n: sp.Expr, size: sp.Expr) -> sp.Expr:
     """All-to-all over N > D GPUs: the (N−D)/N of each GPU's bytes bound for other domains
     leave over its NIC; the rest moves inside the domain."""
-    inside = all_to_all(up.domain_size, size * up.domain_size / n, up.a2a_latency,
-                        up.a2a_peer_latency, up.link_bandwidth)  # fmt: skip
-    across = out.latency + (n - up.domain_size) / n * size * out.oversubscription / out.nic_bandwidth
+    inside = all_to_all(
+        up.domain_size,
+        size * up.domain_size / n,
+        up.a2a_latency,
+        up.a2a_peer_latency,
+        up.link_bandwidth,
+    )
+    across = (
+        out.latency + (n - up.domain_size) / n * size * out.oversubscription / out.nic_bandwidth
+    )
     return inside + across
 
 
@@ -135,14 +158,19 @@ def stepwall_collective_terms(
             inside = domain_allreduce(up, c.group, c.size, in_switch)
             spans = hierarchical_allreduce(up, out, c.group, c.size, in_switch) if out else None
         else:
-            inside = all_to_all(c.group, c.size, up.a2a_latency, up.a2a_peer_latency,
-                                up.link_bandwidth)  # fmt: skip
+            inside = all_to_all(
+                c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth
+            )
             spans = hierarchical_all_to_all(up, out, c.group, c.size) if out else None
         group_value = float(c.group.xreplace(dict(scenario.values)))
         if spans is None and group_value > domain:
-            raise SpecError(scenario.origin, "cluster.scale_out.kind",
-                            f"{c.name} spans {group_value:g} GPUs but a domain holds {domain} "
-                            "and the cluster has no scale-out network", "infiniband")  # fmt: skip
+            raise SpecError(
+                scenario.origin,
+                "cluster.scale_out.kind",
+                f"{c.name} spans {group_value:g} GPUs but a domain holds {domain} "
+                "and the cluster has no scale-out network",
+                "infiniband",
+            )
         per_call = sp.Piecewise(
             (0, c.group <= 1),
             (inside, c.group <= up.domain_size),

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
-
 from stepwall import symbols
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, choice, quantity
 from stepwall.terms import Collective, Decoding, Layout, Op, Workload
 
 PLUGIN = "moe_transformer"
-FLOPS_PER_MAC = symbols.constant("const.flops_per_mac", "2 FLOP", r"2\,\mathrm{FLOP}",
-                                 "a multiply-add is two floating-point operations")
+FLOPS_PER_MAC = symbols.constant(
+    "const.flops_per_mac",
+    "2 FLOP",
+    r"2\,\mathrm{FLOP}",
+    "a multiply-add is two floating-point operations",
+)
 
 
 def _count(doc: str, latex: str, **kw: object) -> object:
@@ -26,8 +29,9 @@ def _count(doc: str, latex: str, **kw: object) -> object:
 
 
 def _zero_ok(doc: str, latex: str) -> object:
-    return quantity("dimensionless", doc, latex=latex, integer=True, minimum=0, inclusive=True,
-                    default=0)  # fmt: skip
+    return quantity(
+        "dimensionless", doc, latex=latex, integer=True, minimum=0, inclusive=True, default=0
+    )
 
 
 def _bits(doc: str, latex: str) -> object:
@@ -37,8 +41,9 @@ def _bits(doc: str, latex: str) -> object:
 @attrs.frozen
 class MoeTransformer:
     n_layers: int = _count("decoder layers", "L")
-    n_dense_layers: int = _zero_ok("leading layers with a dense FFN (first_k_dense_replace)",
-                                   "L_{d}")  # fmt: skip
+    n_dense_layers: int = _zero_ok(
+        "leading layers with a dense FFN (first_k_dense_replace)", "L_{d}"
+    )
     hidden: int = _count("hidden size", "h")
     dense_intermediate: int = _count("dense FFN intermediate size", "I_{d}")
     n_experts: int = _zero_ok("routed experts per MoE layer", "E")
@@ -115,16 +120,23 @@ def kv_cache_bytes_per_token_layer(m: object, mla: bool, tp: sp.Expr) -> sp.Expr
 def attention_score_flops(m: object, mla: bool, tp: sp.Expr, context: sp.Expr) -> sp.Expr:
     """FLOPs per query token per layer on one TP rank to attend over S cached tokens:
     MLA (absorbed) S·(2·r_kv + d_rope) multiply-adds per head; GQA 2·S·d_h per head."""
-    per_head = context * (2 * m.kv_lora_rank + m.qk_rope_head_dim) if mla else (
-        2 * context * m.head_dim)  # fmt: skip
+    per_head = (
+        context * (2 * m.kv_lora_rank + m.qk_rope_head_dim) if mla else (2 * context * m.head_dim)
+    )
     per_head = per_head * FLOPS_PER_MAC
     return per_head * m.n_heads * shard(m.n_heads, tp)
 
 
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
-    return [KindSpec("model", "moe-transformer", MoeTransformer,
-                     "decoder-only transformer with MoE (or dense, n_experts = 0) FFNs")]  # fmt: skip
+    return [
+        KindSpec(
+            "model",
+            "moe-transformer",
+            MoeTransformer,
+            "decoder-only transformer with MoE (or dense, n_experts = 0) FFNs",
+        )
+    ]
 
 
 @hookimpl
@@ -143,34 +155,81 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
     ops: list[Op] = []
     collectives: list[Collective] = []
 
-    def op(name: str, params: sp.Expr, bits: sp.Expr, tokens_through: sp.Expr, group: str,
-           why: str, kernels: sp.Expr, overlap: str = "") -> None:  # fmt: skip
-        ops.append(Op(name, params * bits, params * tokens_through * FLOPS_PER_MAC, PLUGIN, why,
-                      group, kernels, overlap))  # fmt: skip
+    def op(
+        name: str,
+        params: sp.Expr,
+        bits: sp.Expr,
+        tokens_through: sp.Expr,
+        group: str,
+        why: str,
+        kernels: sp.Expr,
+        overlap: str = "",
+    ) -> None:
+        ops.append(
+            Op(
+                name,
+                params * bits,
+                params * tokens_through * FLOPS_PER_MAC,
+                PLUGIN,
+                why,
+                group,
+                kernels,
+                overlap,
+            )
+        )
 
     # --- attention: weights and KV cache
     rep, split = (mla_params if mla else gqa_params)(m, tp)
-    op("attention.weights", m.n_layers * (rep + split), m.attention_bits, tokens_rank,
-       "attention", "attention projections (weights read once per step)", 3 * m.n_layers)
+    op(
+        "attention.weights",
+        m.n_layers * (rep + split),
+        m.attention_bits,
+        tokens_rank,
+        "attention",
+        "attention projections (weights read once per step)",
+        3 * m.n_layers,
+    )
     kv_bytes = kv_cache_bytes_per_token_layer(m, mla, tp)
     kv_read = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
-    ops.append(Op("attention.kv_cache", kv_read,
-                  tokens_rank * m.n_layers * attention_score_flops(m, mla, tp, w.context),
-                  PLUGIN, "KV-cache reads growing with context S and users", "attention",
-                  m.n_layers))  # fmt: skip
+    ops.append(
+        Op(
+            "attention.kv_cache",
+            kv_read,
+            tokens_rank * m.n_layers * attention_score_flops(m, mla, tp, w.context),
+            PLUGIN,
+            "KV-cache reads growing with context S and users",
+            "attention",
+            m.n_layers,
+        )
+    )
 
     # --- dense FFN layers, embeddings and LM head
     if spec.n_dense_layers > 0 or not has_moe:
-        op("dense.ffn", n_dense * ffn_params(m.hidden, m.dense_intermediate)
-           * shard(m.dense_intermediate, tp), m.dense_bits, tokens_rank, "dense",
-           "dense FFN layers", 2 * n_dense)  # fmt: skip
-    op("lm_head", m.vocab * m.hidden * shard(m.vocab, tp), m.embedding_bits, tokens_rank,
-       "dense", "LM head (vocabulary-parallel)", sp.Integer(2))
+        op(
+            "dense.ffn",
+            n_dense * ffn_params(m.hidden, m.dense_intermediate) * shard(m.dense_intermediate, tp),
+            m.dense_bits,
+            tokens_rank,
+            "dense",
+            "dense FFN layers",
+            2 * n_dense,
+        )
+    op(
+        "lm_head",
+        m.vocab * m.hidden * shard(m.vocab, tp),
+        m.embedding_bits,
+        tokens_rank,
+        "dense",
+        "LM head (vocabulary-parallel)",
+        sp.Integer(2),
+    )
 
     weights = (
         m.n_layers * (rep + split) * m.attention_bits
-        + n_dense * ffn_params(m.hidden, m.dense_intermediate)
-        * shard(m.dense_intermediate, tp) * m.dense_bits
+        + n_dense
+        * ffn_params(m.hidden, m.dense_intermediate)
+        * shard(m.dense_intermediate, tp)
+        * m.dense_bits
         + 2 * m.vocab * m.hidden * shard(m.vocab, tp) * m.embedding_bits
     )
 
@@ -181,28 +240,76 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
         per_gpu_hit = par.imbalance * hit / ep
         tokens_per_expert_gpu = par.imbalance * tokens * m.experts_per_token / ep
         overlap = "ep" if layout.overlap_ep else ""
-        ops.append(Op("moe.routed_experts", n_moe * per_gpu_hit * expert * m.expert_bits,
-                      n_moe * expert * tokens_per_expert_gpu * FLOPS_PER_MAC, PLUGIN,
-                      "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
-                      "moe", 3 * n_moe, overlap))  # fmt: skip
+        ops.append(
+            Op(
+                "moe.routed_experts",
+                n_moe * per_gpu_hit * expert * m.expert_bits,
+                n_moe * expert * tokens_per_expert_gpu * FLOPS_PER_MAC,
+                PLUGIN,
+                "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
+                "moe",
+                3 * n_moe,
+                overlap,
+            )
+        )
         if spec.n_shared_experts > 0:
-            op("moe.shared_experts", n_moe * m.n_shared_experts * expert, m.shared_expert_bits,
-               tokens_rank, "moe", "shared experts (every token)", 2 * n_moe)
-        op("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
-           "dense", "router logits", n_moe)
+            op(
+                "moe.shared_experts",
+                n_moe * m.n_shared_experts * expert,
+                m.shared_expert_bits,
+                tokens_rank,
+                "moe",
+                "shared experts (every token)",
+                2 * n_moe,
+            )
+        op(
+            "moe.router",
+            n_moe * m.hidden * m.n_experts,
+            m.attention_bits,
+            tokens_rank,
+            "dense",
+            "router logits",
+            n_moe,
+        )
         slots = (m.n_experts + par.redundant_experts) / ep
-        weights += n_moe * (slots * expert * m.expert_bits
-                            + m.n_shared_experts * expert * m.shared_expert_bits
-                            + m.hidden * m.n_experts * m.attention_bits)  # fmt: skip
+        weights += n_moe * (
+            slots * expert * m.expert_bits
+            + m.n_shared_experts * expert * m.shared_expert_bits
+            + m.hidden * m.n_experts * m.attention_bits
+        )
         sent = tokens_rank * m.experts_per_token * m.hidden
         collectives += [
-            Collective("comm.ep_dispatch", "all_to_all", ep, sent * m.dispatch_bits, n_moe,
-                       PLUGIN, "tokens sent to their experts' ranks", overlap),
-            Collective("comm.ep_combine", "all_to_all", ep, sent * m.activation_bits, n_moe,
-                       PLUGIN, "expert outputs returned to their tokens' ranks", overlap),
-        ]  # fmt: skip
-    collectives.append(Collective(
-        "comm.tp_allreduce", "all_reduce", tp, tokens_rank * m.hidden * m.activation_bits,
-        2 * m.n_layers, PLUGIN, "two all-reduces per layer (after attention and after FFN)"))
+            Collective(
+                "comm.ep_dispatch",
+                "all_to_all",
+                ep,
+                sent * m.dispatch_bits,
+                n_moe,
+                PLUGIN,
+                "tokens sent to their experts' ranks",
+                overlap,
+            ),
+            Collective(
+                "comm.ep_combine",
+                "all_to_all",
+                ep,
+                sent * m.activation_bits,
+                n_moe,
+                PLUGIN,
+                "expert outputs returned to their tokens' ranks",
+                overlap,
+            ),
+        ]
+    collectives.append(
+        Collective(
+            "comm.tp_allreduce",
+            "all_reduce",
+            tp,
+            tokens_rank * m.hidden * m.activation_bits,
+            2 * m.n_layers,
+            PLUGIN,
+            "two all-reduces per layer (after attention and after FFN)",
+        )
+    )
     kv = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
     return Workload(tuple(ops), tuple(collectives), weights, kv, m.n_layers)

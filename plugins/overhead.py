@@ -9,7 +9,6 @@ step and carry that source. ``native`` scales them (and the drafting terms): the
 from __future__ import annotations
 
 import attrs
-
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, quantity
 from stepwall.terms import Decoding, Term, Workload
@@ -19,12 +18,28 @@ PLUGIN = "overhead"
 
 @attrs.frozen
 class Fixed:
-    per_step: float = quantity("time", "dispatch and scheduling per step", latex="t_{step}",
-                               minimum=0.0, inclusive=True, default=0.0)  # fmt: skip
-    per_layer: float = quantity("time", "host-side cost per layer per step", latex="t_{layer}",
-                                minimum=0.0, inclusive=True, default=0.0)  # fmt: skip
-    native: float = quantity("dimensionless", "engine factor on dispatch overhead (1 = as "
-                             "measured, 0.6 = a native engine)", latex=r"\nu", default=1.0)  # fmt: skip
+    per_step: float = quantity(
+        "time",
+        "dispatch and scheduling per step",
+        latex="t_{step}",
+        minimum=0.0,
+        inclusive=True,
+        default=0.0,
+    )
+    per_layer: float = quantity(
+        "time",
+        "host-side cost per layer per step",
+        latex="t_{layer}",
+        minimum=0.0,
+        inclusive=True,
+        default=0.0,
+    )
+    native: float = quantity(
+        "dimensionless",
+        "engine factor on dispatch overhead (1 = as measured, 0.6 = a native engine)",
+        latex=r"\nu",
+        default=1.0,
+    )
 
 
 @hookimpl
@@ -38,8 +53,18 @@ def stepwall_fixed_terms(scenario: Scenario, workload: Workload, decoding: Decod
         return []
     o = scenario.params.overhead
     return [
-        Term("overhead.per_step", o.per_step * o.native, PLUGIN,
-             "engine dispatch per step × native factor", "base"),
-        Term("overhead.per_layer", workload.layers * o.per_layer * o.native, PLUGIN,
-             "per-layer host cost × layers × native factor", "base"),
-    ]  # fmt: skip
+        Term(
+            "overhead.per_step",
+            o.per_step * o.native,
+            PLUGIN,
+            "engine dispatch per step × native factor",
+            "base",
+        ),
+        Term(
+            "overhead.per_layer",
+            workload.layers * o.per_layer * o.native,
+            PLUGIN,
+            "per-layer host cost × layers × native factor",
+            "base",
+        ),
+    ]

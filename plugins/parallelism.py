@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
-
 from stepwall.errors import SpecError
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, flag, quantity
@@ -27,12 +26,23 @@ class Parallel:
     tp: int = _degree("tensor-parallel degree", "N_{tp}")
     ep: int = _degree("expert-parallel degree (attention data-parallel across it)", "N_{ep}")
     dp: int = _degree("independent replicas", "N_{dp}")
-    imbalance: float = quantity("dimensionless", "load of the busiest EP rank over the mean "
-                                "(1 = uniform routing)", latex=r"\lambda", minimum=1.0,
-                                inclusive=True, default=1.0)  # fmt: skip
-    redundant_experts: int = quantity("dimensionless", "extra expert replicas (EPLB) held in "
-                                      "memory", latex="R", integer=True, minimum=0,
-                                      inclusive=True, default=0)  # fmt: skip
+    imbalance: float = quantity(
+        "dimensionless",
+        "load of the busiest EP rank over the mean (1 = uniform routing)",
+        latex=r"\lambda",
+        minimum=1.0,
+        inclusive=True,
+        default=1.0,
+    )
+    redundant_experts: int = quantity(
+        "dimensionless",
+        "extra expert replicas (EPLB) held in memory",
+        latex="R",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        default=0,
+    )
     overlap: bool = flag("overlap EP dispatch/combine with expert compute (two-batch overlap)")
 
 
@@ -50,20 +60,37 @@ def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout | None:
     gpus = cl.nodes * cl.gpus_per_node
     want = par.tp * par.ep * par.dp
     if want > gpus:
-        raise SpecError(where, "parallel", f"tp·ep·dp = {par.tp}·{par.ep}·{par.dp} = {want} GPUs "
-                        f"but the cluster has {cl.nodes}·{cl.gpus_per_node} = {gpus}",
-                        f"at most {gpus} GPUs (or --set cluster.nodes=…)")  # fmt: skip
+        raise SpecError(
+            where,
+            "parallel",
+            f"tp·ep·dp = {par.tp}·{par.ep}·{par.dp} = {want} GPUs "
+            f"but the cluster has {cl.nodes}·{cl.gpus_per_node} = {gpus}",
+            f"at most {gpus} GPUs (or --set cluster.nodes=…)",
+        )
     experts = getattr(model, "n_experts", 0)
     if par.ep > 1 and par.ep > experts:
-        raise SpecError(where, "parallel.ep", f"ep = {par.ep} but the model has {experts} "
-                        "routed experts", f"ep ≤ {max(experts, 1)}")  # fmt: skip
+        raise SpecError(
+            where,
+            "parallel.ep",
+            f"ep = {par.ep} but the model has {experts} routed experts",
+            f"ep ≤ {max(experts, 1)}",
+        )
     for dim_name in ("expert_intermediate", "dense_intermediate", "hidden"):
         size = getattr(model, dim_name, None)
         if size is not None and (dim_name != "expert_intermediate" or experts) and par.tp > size:
-            raise SpecError(where, "parallel.tp", f"tp = {par.tp} cannot split "
-                            f"model.{dim_name} = {size}", f"tp ≤ {size}")  # fmt: skip
+            raise SpecError(
+                where,
+                "parallel.tp",
+                f"tp = {par.tp} cannot split model.{dim_name} = {size}",
+                f"tp ≤ {size}",
+            )
     p, w = scenario.params.parallel, scenario.params.workload
     return Layout(
-        tp=p.tp, ep=p.ep, dp=p.dp, gpus_per_replica=p.tp * p.ep, users=w.concurrency,
-        users_per_attention_rank=sp.ceiling(w.concurrency / p.ep), overlap_ep=par.overlap,
+        tp=p.tp,
+        ep=p.ep,
+        dp=p.dp,
+        gpus_per_replica=p.tp * p.ep,
+        users=w.concurrency,
+        users_per_attention_rank=sp.ceiling(w.concurrency / p.ep),
+        overlap_ep=par.overlap,
     )

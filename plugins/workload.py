@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import attrs
-
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, quantity
 
 
 @attrs.frozen
 class Workload:
-    concurrency: int = quantity("dimensionless", "users decoding at once per replica (C)",
-                                latex="C", integer=True)  # fmt: skip
-    context: float = quantity("dimensionless", "tokens of context each user attends to (S)",
-                              latex="S")  # fmt: skip
+    concurrency: int = quantity(
+        "dimensionless", "users decoding at once per replica (C)", latex="C", integer=True
+    )
+    context: float = quantity(
+        "dimensionless", "tokens of context each user attends to (S)", latex="S"
+    )
 
 
 @attrs.frozen
 class Cluster:
-    nodes: int = quantity("dimensionless", "nodes (or compute trays) in the cluster",
-                          latex="n_{nodes}", integer=True)  # fmt: skip
-    gpus_per_node: int = quantity("dimensionless", "GPUs per node", latex="g_{node}",
-                                  integer=True)  # fmt: skip
+    nodes: int = quantity(
+        "dimensionless", "nodes (or compute trays) in the cluster", latex="n_{nodes}", integer=True
+    )
+    gpus_per_node: int = quantity("dimensionless", "GPUs per node", latex="g_{node}", integer=True)
 
 
 @hookimpl
