@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    import sympy as sp
     from stepwall.spec import KindSpec, Scenario
     from stepwall.terms import Collective, Decoding, Layout, Op, Term, Workload
 
@@ -74,6 +75,14 @@ def stepwall_collective_terms(
     """Turn collectives into time on the cluster's networks (``cluster.scale_up.kind`` and
     ``cluster.scale_out.kind``); collectives whose group spans domains go hierarchical.
     Return None if this plugin does not own the scale-up kind. firstresult.
+    """
+
+
+@hookspec(firstresult=True)
+def stepwall_device_memory(scenario: Scenario, workload: Workload) -> sp.Expr | None:
+    """Bytes resident in device memory per GPU, when a plugin keeps some of the workload's
+    weights elsewhere (host memory, another tier). Default when every plugin returns None:
+    ``workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu``. firstresult.
     """
 
 

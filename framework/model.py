@@ -178,6 +178,9 @@ def build_model(
     if dupes:
         raise PluginError(f"two terms share the name {dupes[0]!r}; term names must be unique")
 
+    resident = hooks.call("stepwall_device_memory", scenario=scenario, workload=workload)
+    if resident is None:
+        resident = workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu
     t = compose_step_time(terms)
     tau, users = decoding.accepted_tokens, layout.users
     gpus = layout.dp * layout.gpus_per_replica
@@ -188,7 +191,7 @@ def build_model(
         "tokens_per_s": layout.dp * users * tau / t,
         "tokens_per_s_per_gpu": users * tau / (t * layout.gpus_per_replica),
         "gpus": gpus,
-        "memory_bytes_per_gpu": workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu,
+        "memory_bytes_per_gpu": resident,
         "weight_bytes_per_gpu": workload.weight_bytes_per_gpu,
         "kv_bytes_per_gpu": workload.kv_bytes_per_gpu,
         "memory_capacity_per_gpu": capacity,
