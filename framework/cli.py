@@ -115,6 +115,8 @@ def render_breakdown(s: dict[str, Any]) -> str:
     mem = s["memory"]
     lines += [
         "",
+        "by group              "
+        + ", ".join(f"{g} {format_quantity(v, TIME)}" for g, v in s["groups"].items()),
         f"step time             {format_quantity(t, TIME)}",
         f"tokens/s per user     {s['tokens_per_s_per_user']:.1f}",
         f"tokens/s              {s['tokens_per_s']:.1f}",
@@ -210,6 +212,61 @@ def cmd_plugins(ns: argparse.Namespace) -> int:
         if r["kinds"]:
             print(f"  kinds: {', '.join(r['kinds'])}")
         print(f"  hooks: {', '.join(r['hooks'])}")
+    return 0
+
+
+def _sweep_args(p: argparse.ArgumentParser) -> None:
+    _scenario_args(p)
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        required=True,
+        metavar="KEY=V1,V2,…",
+        help="values of a numeric key, units allowed: hardware.hbm_bandwidth=8TB/s,9TB/s "
+        "(repeatable; the grid is the cartesian product)",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a metric, group.<group> or term.<term> (repeatable; default: step time and "
+        "throughputs)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write .csv or .json instead of a table")
+
+
+@command(
+    "sweep",
+    "evaluate a scenario over a grid of parameter values, vectorized through one model",
+    "stepwall sweep k26-b300-tp8-ddtree --vary parallel.tp=8,16,36,72 "
+    "--vary hardware.hbm_bandwidth=8TB/s,9TB/s -o tp.csv",
+)
+@args(_sweep_args)
+def cmd_sweep(ns: argparse.Namespace) -> int:
+    from stepwall import sweep
+
+    vary = [sweep.parse_vary(v) for v in ns.vary]
+    result = sweep.run(
+        ns.scenario,
+        vary,
+        ns.sets,
+        ns.metric or sweep.DEFAULT_METRICS,
+        progress=sweep.ProgressBar(),
+    )
+    if not ns.output:
+        print(result.to_table())
+        return 0
+    from pathlib import Path
+
+    out = Path(ns.output)
+    if out.suffix not in (".csv", ".json"):
+        from stepwall.errors import SpecError
+
+        raise SpecError("-o", ns.output, "unknown output format", "a .csv or .json file")
+    out.write_text(result.to_csv() if out.suffix == ".csv" else result.to_json())
+    print(f"wrote {out} ({len(result.rows())} points)")
     return 0
 
 
