@@ -84,17 +84,20 @@ class Mtp:
     )
 
 
-def chain_accepted(acceptance: sp.Expr, drafts: sp.Expr) -> sp.Expr:
+def chain_accepted(acceptance: sp.Expr, drafts: sp.Expr | int) -> sp.Expr:
     """A chain of n drafts, each accepted with probability a given its prefix was:
-    τ = Σ_{i=0..n} a^i = (1 − a^(n+1)) / (1 − a) (Leviathan et al. 2023, eq. 1)."""
+    τ = Σ_{i=0..n} a^i = (1 − a^(n+1)) / (1 − a) (Leviathan et al. 2023, eq. 1).
+    A whole-number n gives the sum itself, which stays finite as a → 1."""
+    if isinstance(drafts, int):
+        return sp.Add(*(acceptance**i for i in range(drafts + 1)))
     return (1 - acceptance ** (drafts + 1)) / (1 - acceptance)
 
 
-def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: sp.Expr) -> sp.Expr:
+def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: int) -> sp.Expr:
     """A draft tree of B nodes over D levels offers B/D candidates per level; a level is
     accepted if any candidate matches, a_tree = 1 − (1 − a)^(B/D), and τ is the chain law at
     a_tree over D levels. A first-order model: candidates treated as independent."""
-    per_level = 1 - (1 - acceptance) ** (budget / depth)
+    per_level = 1 - (1 - acceptance) ** (sp.sympify(budget) / depth)
     return chain_accepted(per_level, depth)
 
 
@@ -122,7 +125,11 @@ def stepwall_decoding(scenario: Scenario) -> Decoding | None:
         return Decoding(sp.Integer(1), sp.Integer(1))
     given = scenario.decoding.accepted_tokens is not None
     if kind == "ddtree":
-        tau = d.accepted_tokens if given else tree_accepted(d.acceptance, d.budget, d.block)
+        tau = (
+            d.accepted_tokens
+            if given
+            else tree_accepted(d.acceptance, d.budget, scenario.decoding.block)
+        )
         return Decoding(
             d.budget + 1,
             tau,
