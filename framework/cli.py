@@ -270,6 +270,39 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("report", metavar="REPORT", help="catalog name (specs/reports/) or a .toml path")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec value in every scenario of the report (repeatable)",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="DIR", help="output folder (default: docs/reports/NAME)"
+    )
+
+
+@command(
+    "report",
+    "render a report spec to REPORT.md, SVG plots and CSV tables (byte-reproducible)",
+    "stepwall report k26-cluster-scaling -o docs/reports/k26-cluster-scaling",
+)
+@args(_report_args)
+def cmd_report(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from stepwall import report
+
+    rep = report.Report(ns.report, ns.sets)
+    out = Path(ns.output) if ns.output else report.default_output(rep)
+    files = report.write(rep, out)
+    print(f"wrote {len(files)} files to {out}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stepwall",

@@ -21,7 +21,7 @@ class SpecError(StepwallError, ValueError):
     def __str__(self) -> str:
         loc = f"{self.where}:{self.key}" if self.key else self.where
         tail = f" (expected {self.expected})" if self.expected else ""
-        return f"{loc}: {self.problem}{tail}"
+        return _one_line(f"{loc}: {self.problem}{tail}")
 
 
 class UnitError(StepwallError, ValueError):
@@ -47,8 +47,16 @@ class DimensionError(StepwallError, TypeError):
         who = ""
         if self.plugin or self.term:
             who = f"plugin {self.plugin or '?'}: term {self.term or '?'}: "
-        dims = f" ({self.left} vs {self.right})" if self.left or self.right else ""
-        return f"{who}{self.message}{dims}"
+        if self.left and self.right:
+            dims = f" ({self.left} vs {self.right})"
+        else:
+            dims = f" ({self.left or self.right})" if self.left or self.right else ""
+        return _one_line(f"{who}{self.message}{dims}")
+
+
+def _one_line(text: str) -> str:
+    """Errors are printed as one line: fold any newline a nested message brought along."""
+    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
 
 
 class PluginError(StepwallError, RuntimeError):

@@ -3,6 +3,12 @@ entry-point group ``stepwall`` (unless STEPWALL_DISABLE_PLUGIN_AUTOLOAD is set).
 
 `Hooks` is the typed facade the composer calls; it wraps each call so an exception inside
 a plugin becomes a `PluginError` naming the plugin and the hook.
+
+A broken third-party plugin does not take the tool down: an entry point that cannot be
+imported, implements a hook that does not exist, raises in ``stepwall_spec_kinds`` or claims
+a kind another plugin already owns is skipped, and the reason is kept in `Hooks.problems`
+(``stepwall plugins`` lists it). Built-ins and plugins passed explicitly (``extra``, the test
+kit) are not skipped: their errors raise `PluginError`, naming the plugin.
 """
 
 from __future__ import annotations
@@ -33,27 +39,33 @@ DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"
 
 
 class Hooks:
-    """A built plugin manager with its declared kinds."""
+    """A built plugin manager with its declared kinds.
 
-    def __init__(self, pm: pluggy.PluginManager) -> None:
+    ``problems`` maps the name of each skipped third-party plugin to why it was skipped.
+    ``lenient`` names the plugins that are skipped (not raised on) when their kinds clash or
+    ``stepwall_spec_kinds`` raises: the entry points.
+    """
+
+    def __init__(
+        self,
+        pm: pluggy.PluginManager,
+        problems: dict[str, str] | None = None,
+        lenient: frozenset[str] = frozenset(),
+    ) -> None:
         self.pm = pm
+        self.problems: dict[str, str] = dict(problems or {})
         self.kinds: dict[tuple[str, str], KindSpec] = {}
-        for impl in pm.hook.stepwall_spec_kinds.get_hookimpls():
+        for impl in pm.hook.stepwall_spec_kinds.get_hookimpls():  # registration order
             name = pm.get_name(impl.plugin) or "?"
             try:
-                declared = impl.function()
-            except Exception as e:
-                raise PluginError(f"plugin {name}: stepwall_spec_kinds raised {e!r}") from None
-            for spec in declared or ():
-                key = (spec.section, spec.kind)
-                if key in self.kinds:
-                    raise PluginError(
-                        f"plugin {name}: kind {spec.kind!r} of section {spec.section!r} is "
-                        f"already claimed by plugin {self.kinds[key].plugin}"
-                    )
-                self.kinds[key] = KindSpec(
-                    spec.section, spec.kind, spec.fields, spec.doc, spec.default, name
-                )
+                claims = _claims(impl, name, self.kinds)
+            except PluginError as e:
+                if name not in lenient:
+                    raise
+                self.problems[name] = str(e)
+                pm.unregister(impl.plugin)
+                continue
+            self.kinds.update(claims)
 
     def call(self, hook: str, **kwargs: Any) -> Any:
         """Call a hook with keyword arguments; a plugin's exception names the plugin."""
@@ -90,7 +102,50 @@ class Hooks:
             rows.append(
                 {"name": name, "version": _version_of(plugin), "kinds": kinds, "hooks": hooks}
             )
+        for name, problem in sorted(self.problems.items()):
+            rows.append(
+                {
+                    "name": name,
+                    "version": _dist_version(name),
+                    "kinds": [],
+                    "hooks": [],
+                    "problem": f"skipped: {problem}",
+                }
+            )
         return rows
+
+
+def _claims(
+    impl: Any, name: str, taken: dict[tuple[str, str], KindSpec]
+) -> dict[tuple[str, str], KindSpec]:
+    """One plugin's declared kinds, checked against those already ``taken``."""
+    try:
+        declared = impl.function()
+    except Exception as e:
+        raise PluginError(f"plugin {name}: stepwall_spec_kinds raised {e!r}") from None
+    out: dict[tuple[str, str], KindSpec] = {}
+    for spec in declared or ():
+        if not isinstance(spec, KindSpec):
+            raise PluginError(
+                f"plugin {name}: stepwall_spec_kinds returned {type(spec).__name__} "
+                "where a KindSpec was expected"
+            )
+        key = (spec.section, spec.kind)
+        if key in taken or key in out:
+            owner = taken[key].plugin if key in taken else name
+            raise PluginError(
+                f"plugin {name}: kind {spec.kind!r} of section {spec.section!r} is "
+                f"already claimed by plugin {owner}"
+            )
+        out[key] = KindSpec(spec.section, spec.kind, spec.fields, spec.doc, spec.default, name)
+    return out
+
+
+def _dist_version(entry_point_name: str) -> str:
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=entry_point_name):
+        if ep.dist is not None:
+            return ep.dist.version
+    return "unknown"
 
 
 def _version_of(plugin: object) -> str:
@@ -114,28 +169,58 @@ def _dist_names() -> dict[str, str]:
 
 
 def build(extra: tuple[object, ...] = (), autoload: bool | None = None) -> Hooks:
-    """A fresh plugin manager: built-ins, entry points (unless disabled), then ``extra``."""
+    """A fresh plugin manager: built-ins, entry points (unless disabled), then ``extra``.
+
+    An entry point that fails to load or to register is skipped and recorded in
+    `Hooks.problems`; a built-in or an ``extra`` plugin that fails raises `PluginError`.
+    """
     pm = pluggy.PluginManager("stepwall")
     pm.add_hookspecs(hookspecs)
     for modname in BUILTIN_PLUGINS:
         pm.register(importlib.import_module(modname), name=modname.rsplit(".", 1)[-1])
-    if autoload is None:
-        autoload = not os.environ.get(DISABLE_ENV)
-    if autoload:
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                plugin = ep.load()
-            except Exception as e:
-                raise PluginError(f"plugin {ep.name}: cannot load entry point: {e!r}") from None
-            if pm.get_plugin(ep.name) is None and not pm.is_registered(plugin):
-                pm.register(plugin, name=ep.name)
-    for plugin in extra:
-        pm.register(plugin, name=getattr(plugin, "__name__", None))
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
         raise PluginError(f"plugin {e.plugin!r}: {e}") from None
-    return Hooks(pm)
+    if autoload is None:
+        autoload = not os.environ.get(DISABLE_ENV)
+    problems: dict[str, str] = {}
+    lenient: set[str] = set()
+    if autoload:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if pm.get_plugin(ep.name) is not None or ep.name in problems:
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as e:
+                problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
+                continue
+            if pm.is_registered(plugin):
+                continue
+            try:
+                _register(pm, plugin, ep.name)
+            except PluginError as e:
+                problems[ep.name] = str(e)
+                continue
+            lenient.add(ep.name)
+    for plugin in extra:
+        if not pm.is_registered(plugin):
+            _register(pm, plugin, getattr(plugin, "__name__", None))
+    return Hooks(pm, problems, frozenset(lenient))
+
+
+def _register(pm: pluggy.PluginManager, plugin: object, name: str | None) -> None:
+    """Register one plugin and check its hooks exist; on failure leave ``pm`` untouched."""
+    label = name or getattr(plugin, "__name__", None) or repr(plugin)
+    try:
+        pm.register(plugin, name=name)
+    except (pluggy.PluginValidationError, ValueError) as e:
+        raise PluginError(f"plugin {label}: cannot register: {e}") from None
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as e:
+        pm.unregister(plugin)
+        raise PluginError(f"plugin {label}: {e}") from None
 
 
 @functools.cache

@@ -181,6 +181,8 @@ def read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(str(path), "", f"TOML syntax error: {e}") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(str(path), "", f"not UTF-8 text (byte {e.start})", "a TOML file") from None
     except OSError as e:
         raise SpecError(str(path), "", f"cannot read file: {e.strerror}") from None
 
@@ -220,14 +222,15 @@ def _expand_references(flat: Flat, stack: tuple[Path, ...]) -> Flat:
     """Replace ``model = "name"`` / ``[model] from = "name"`` by the entry's keys."""
     out = dict(flat)
     for section, folder in CATALOG_DIRS.items():
-        ref = out.pop(section, None) or out.pop(f"{section}.from", None)
+        key = section if section in out else f"{section}.from"
+        ref = out.pop(key, None)
         if ref is None:
             continue
         value, origin = ref
         if isinstance(value, dict):
             continue
         entry = _load_flat(
-            resolve(value, folder, where=origin, key=section, base=Path(origin).parent),
+            resolve(value, folder, where=origin, key=key, base=Path(origin).parent),
             folder,
             stack,
         )
@@ -286,12 +289,12 @@ def _check_value(f: attrs.Attribute, value: Any, where: str, key: str) -> Any:
         magnitude, found = parse_quantity(value)
     except UnitError as e:
         raise SpecError(where, key, str(e), describe(dim)) from None
+    if not math.isfinite(magnitude):
+        raise SpecError(where, key, f"{value!r} is not a finite number", describe(dim))
     if found != dim:
         if found == DIMENSIONLESS and isinstance(value, int | float):
             raise SpecError(where, key, f"{value!r} has no unit", describe(dim))
         raise SpecError(where, key, f"{value!r} is a {found} quantity, not {dim}", describe(dim))
-    if not math.isfinite(magnitude):
-        raise SpecError(where, key, f"{value!r} is not a finite number", describe(dim))
     low, inclusive, high = meta["minimum"], meta["inclusive"], meta["maximum"]
     if magnitude < low or (magnitude == low and not inclusive):
         bound = f"≥ {low:g}" if inclusive else f"> {low:g}"
@@ -378,7 +381,7 @@ def load_scenario(
     for section in sections:
         kind_entry = flat.get(f"{section}.kind")
         if kind_entry is not None:
-            by_section[section] = kind_entry[0]
+            by_section[section] = _kind_text(kind_entry[0], kind_entry[1], f"{section}.kind")
         else:
             defaults = [k for (s, k), spec in kinds.items() if s == section and spec.default]
             if defaults:
@@ -387,8 +390,8 @@ def load_scenario(
     for assignment in sets:
         key, value = parse_set(assignment)
         section = _section_of(key, sections)
-        if key.endswith(".kind") and section is not None:
-            by_section[section] = value
+        if key.endswith(".kind") and section is not None and key == f"{section}.kind":
+            by_section[section] = _kind_text(value, "--set", key)
         elif section is None or not _is_field(key, section, by_section, kinds):
             raise SpecError("--set", key, "no such key in this scenario", _set_hint(key, flat))
         flat[key] = (value, "--set")
@@ -396,7 +399,12 @@ def load_scenario(
     top_level = [k for k in flat if _section_of(k, sections) is None]
     if top_level:
         k = top_level[0]
-        raise SpecError(flat[k][1], k, "unknown key", f"one of the sections: {', '.join(sections)}")
+        head = k.split(".", 1)[0]
+        hint = difflib.get_close_matches(head, sorted({s.split(".")[0] for s in sections}), n=1)
+        dym = f"; did you mean {hint[0]}?" if hint else ""
+        raise SpecError(
+            flat[k][1], k, f"unknown key{dym}", f"one of the sections: {', '.join(sections)}"
+        )
 
     structured: dict[str, Any] = {}
     values: dict[sp.Symbol, float] = {}
@@ -417,7 +425,7 @@ def load_scenario(
             raise SpecError(
                 where,
                 f"{section}.kind",
-                f"no plugin provides kind {kind!r}",
+                f"no plugin provides kind {kind!r}{_kind_hint(kinds, section, kind)}",
                 _kinds_list(kinds, section),
             )
         obj, vals = structure_section(section, spec, raw, str(path))
@@ -448,6 +456,17 @@ def _set_hint(key: str, flat: Flat) -> str:
     return f"an existing key such as {hint[0]}" if hint else "an existing key"
 
 
+def _kind_text(value: Any, where: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(where, key, f"{value!r} is not a kind name", 'a string such as "gpu"')
+    return value
+
+
+def _kind_hint(kinds: Mapping[tuple[str, str], KindSpec], section: str, kind: str) -> str:
+    hint = difflib.get_close_matches(kind, sorted(k for s, k in kinds if s == section), n=1)
+    return f"; did you mean {hint[0]!r}?" if hint else ""
+
+
 def _kinds_list(kinds: Mapping[tuple[str, str], KindSpec], section: str) -> str:
     names = sorted(k for s, k in kinds if s == section)
     return f"kind one of: {', '.join(names)}" if names else "no plugin declares this section"
@@ -462,22 +481,31 @@ def check_file(ref: str | Path, kinds: Mapping[tuple[str, str], KindSpec]) -> st
     path = Path(str(ref))
     if not path.is_file():
         return check_file(resolve(str(ref), "scenarios", where="check", key=""), kinds)
-    flat = _load_flat(path, path.parent.name, ())
-    folder = path.parent.name
-    section = {v: k for k, v in CATALOG_DIRS.items()}.get(folder)
-    if section is None and "kind" in flat:
-        owners = [s for (s, k) in kinds if k == flat["kind"][0] and s in CATALOG_DIRS]
+    own = _flatten(read_toml(path), str(path))
+    section = {v: k for k, v in CATALOG_DIRS.items()}.get(path.parent.name)
+    if section is None and "kind" in own:
+        kind = _kind_text(own["kind"][0], str(path), "kind")
+        owners = [s for (s, k) in kinds if k == kind and s in CATALOG_DIRS]
         section = owners[0] if owners else None
-    if section is None and any(k.startswith("scale_up.") for k in flat):
+    if section is None and any(k.startswith("scale_up.") for k in own):
         section = "cluster"
+    if section is None and isinstance(own.get("from", (None,))[0], str):
+        ref = own["from"][0]  # `from = "b300"`: the entry is of whatever kind b300 is
+        found = [
+            s for s, f in CATALOG_DIRS.items() if (catalog_root() / f / f"{ref}.toml").is_file()
+        ]
+        section = found[0] if found else None
     if section is None:
         scenario = load_scenario(path, kinds)
         return f"ok: {path} is a valid scenario ({scenario.name})"
+    flat = _load_flat(path, CATALOG_DIRS[section], ())
     prefixed = {f"{section}.{k}": v for k, v in flat.items()}
     sections = sorted({s for s, _ in kinds}, key=lambda s: (s.count("."), s))
     for sub in [s for s in sections if s == section or s.startswith(section + ".")]:
         raw = {k[len(sub) + 1 :]: v for k, v in prefixed.items() if _section_of(k, sections) == sub}
         kind = raw.get("kind", (None,))[0]
+        if kind is not None:
+            kind = _kind_text(kind, raw["kind"][1], f"{sub}.kind")
         if kind is None:
             defaults = [k for (s, k), spec in kinds.items() if s == sub and spec.default]
             if not defaults:
@@ -488,7 +516,7 @@ def check_file(ref: str | Path, kinds: Mapping[tuple[str, str], KindSpec]) -> st
             raise SpecError(
                 str(path),
                 f"{sub}.kind",
-                f"no plugin provides kind {kind!r}",
+                f"no plugin provides kind {kind!r}{_kind_hint(kinds, sub, kind)}",
                 _kinds_list(kinds, sub),
             )
         structure_section(sub, spec, raw, str(path))

@@ -75,7 +75,9 @@ class Dim:
 
 
 def _fmt(sym: str, e: Fraction) -> str:
-    return sym if e == 1 else f"{sym}^{e}"
+    if e == 1:
+        return sym
+    return f"{sym}^{e}" if e.denominator == 1 else f"{sym}^({e})"
 
 
 DIMENSIONLESS = Dim()
@@ -132,6 +134,8 @@ _BASE_UNITS: dict[str, tuple[float, Dim, bool]] = {
     "W": (1.0, POWER, True),
     "J": (1.0, ENERGY, True),
     "Hz": (1.0, FREQUENCY, True),
+    "g": (1e-3, Dim(mass=1), True),  # so that str(Dim) of W and J reads back ("kg·m^2/s^3")
+    "m": (1.0, Dim(length=1), True),
     "token": (1.0, DIMENSIONLESS, True),
     "tokens": (1.0, DIMENSIONLESS, True),
 }
@@ -152,8 +156,10 @@ _PREFIXES: dict[str, float] = {
     "μ": 1e-6,
     "n": 1e-9,
 }
-_NUMBER = re.compile(r"^\s*([+-]?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf)\s*(.*)$", re.I)
-_TOKEN = re.compile(r"\s*([A-Za-zµμ]+)(?:\^(-?\d+))?\s*")
+_NUMBER = re.compile(
+    r"^\s*([+-]?(?:(?:\d[\d_]*\.?\d*|\.\d+)(?:e[+-]?\d+)?|nan|inf(?:inity)?))\s*(.*)$", re.I
+)
+_TOKEN = re.compile(r"\s*([A-Za-zµμ]+)(?:\^(-?\d+|\(-?\d+/\d+\)))?\s*")
 
 
 def _unit(name: str) -> tuple[float, Dim]:
@@ -171,30 +177,40 @@ def _unit(name: str) -> tuple[float, Dim]:
 def parse_unit(text: str) -> tuple[float, Dim]:
     """Parse a unit expression such as ``TB/s``, ``FLOP/s``, ``B/token``, ``GiB``.
 
-    Grammar: ``term (('*' | '·' | '/') term)*`` with ``term = [prefix] base ['^' int]``;
-    everything after a ``/`` up to the next ``*`` is in the denominator.
+    Grammar: ``['1'] ['/'] term (('*' | '·' | '/') term)*`` with
+    ``term = [prefix] base ['^' int | '^(' int '/' int ')']``; everything after a ``/`` up to
+    the next ``*`` is in the denominator (``B/s·FLOP`` is B/(s·FLOP), as `Dim` prints it).
+    A leading ``1/`` or ``/`` starts in the denominator (``1/s``).
     """
     mag, dim = 1.0, DIMENSIONLESS
     rest = text.strip()
     if not rest:
         return mag, dim
     sign = 1
+    if rest.startswith(("1/", "/")):
+        rest, sign = rest.split("/", 1)[1], -1
+        if not rest.strip():
+            raise UnitError(f"cannot read unit {text!r}: nothing after '/'")
     while rest:
         m = _TOKEN.match(rest)
         if not m:
             raise UnitError(f"cannot read unit {text!r} at {rest!r}")
         m_u, d_u = _unit(m.group(1))
-        p = int(m.group(2) or 1) * sign
-        mag *= m_u**p
+        p = Fraction(m.group(2).strip("()") if m.group(2) else 1) * sign
+        mag *= m_u ** float(p)
         dim = dim * d_u**p
         rest = rest[m.end() :]
         if not rest:
             break
         op, rest = rest[0], rest[1:]
+        if not rest.strip():
+            raise UnitError(f"cannot read unit {text!r}: nothing after {op!r}")
         if op == "/":
             sign = -1
-        elif op in "*·":
+        elif op == "*":
             sign = 1
+        elif op == "·":
+            pass  # a product inside a denominator stays there
         else:
             raise UnitError(f"cannot read unit {text!r}: unexpected {op!r}")
     return mag, dim
