@@ -179,6 +179,80 @@ def _parameter(model: StepModel, key: str) -> sp.Symbol:
     return sym
 
 
+def _derive_args(p: argparse.ArgumentParser) -> None:
+    _scenario_args(p)
+    p.add_argument(
+        "what",
+        choices=("wall", "optimum", "crossover", "elasticity", "regime", "plateau"),
+        help="which derivation",
+    )
+    p.add_argument("key", nargs="?", metavar="KEY", help="the parameter, e.g. parallel.tp")
+    p.add_argument("--eps", type=float, default=0.15, help="wall: remaining-gain tolerance")
+    p.add_argument("--against", metavar="SCENARIO2", help="crossover: the other scenario")
+    p.add_argument("--metric", default=None, help="metric (default per derivation)")
+    p.add_argument(
+        "--at", action="append", default=[], metavar="KEY=VALUE", help="elasticity: SI value"
+    )
+    p.add_argument("--fraction", type=float, default=0.9, help="plateau: experts hit")
+    p.add_argument("--symbolic", action="store_true", help="keep other parameters symbolic")
+    p.add_argument("--json", action="store_true", help="print one JSON object per result")
+
+
+@command(
+    "derive",
+    "derive a wall, optimum, crossover, elasticities, regimes or the EP plateau in closed form",
+    "stepwall derive k26-b300-tp8-ddtree wall parallel.tp --eps 0.15",
+)
+@args(_derive_args)
+def cmd_derive(ns: argparse.Namespace) -> int:
+    from stepwall import derive
+    from stepwall.errors import SpecError
+
+    model = _load(ns)
+    if ns.what in ("wall", "optimum", "crossover", "regime") and not ns.key:
+        raise SpecError("derive", ns.what, "needs a KEY", "e.g. parallel.tp")
+    if ns.what == "wall":
+        out = [derive.wall(model, ns.key, ns.eps, ns.symbolic, ns.metric or "step_time_s")]
+    elif ns.what == "optimum":
+        out = [derive.optimum(model, ns.key, ns.symbolic, ns.metric or "step_time_s")]
+    elif ns.what == "crossover":
+        if not ns.against:
+            raise SpecError("derive", "--against", "crossover needs a second scenario")
+        other = build_model(ns.against, ns.sets)
+        metric = ns.metric or "tokens_per_s_per_gpu"
+        out = [derive.crossover(model, other, ns.key, metric, ns.symbolic)]
+    elif ns.what == "elasticity":
+        at = {}
+        for item in ns.at:
+            k, sep, v = item.partition("=")
+            if not sep:
+                raise SpecError("--at", item, "missing '='", "KEY=VALUE")
+            try:
+                at[k.strip()] = float(v)
+            except ValueError:
+                raise SpecError("--at", k, f"{v!r} is not a number", "KEY=SI value") from None
+        out = derive.elasticity(model, ns.metric or "step_time_s", at, ns.symbolic)
+    elif ns.what == "regime":
+        out = derive.regime(model, ns.key, ns.symbolic)
+    else:
+        out = [derive.plateau(model, ns.fraction, ns.symbolic)]
+    if ns.json:
+        for d in out:
+            print(json.dumps(d.to_json()))
+        return 0
+    if ns.what == "elasticity":
+        print(f"elasticities of {out[0].details['metric']} [{out[0].scenario}]")
+        print(f"  definition  {out[0].definition}")
+        for d in out:
+            if d.value:
+                print(f"  {d.value:+.4f}  {d.key}")
+        zero = sum(1 for d in out if not d.value)
+        print(f"  ({zero} parameters with elasticity 0 not shown; --json lists all)")
+        return 0
+    print("\n\n".join(d.render() for d in out))
+    return 0
+
+
 def _check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC", help="a scenario, or a catalog file of any kind")
 

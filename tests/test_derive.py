@@ -1,0 +1,191 @@
+"""Derivations (issue 4): each test derives from the specs and checks the BRIEF's figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from stepwall import derive, symbols
+from stepwall.cli import main
+from stepwall.errors import SpecError
+from stepwall.model import build_model
+
+
+@pytest.fixture(scope="module")
+def b300():
+    return build_model("k26-b300-tp8-ddtree")
+
+
+# --- the TP-8 wall (BRIEF S17)
+
+
+def test_tp_wall_b300_in_brief_range_with_shape_a_over_eps_b(b300):
+    d = derive.wall(b300, "parallel.tp", eps=0.15)
+    assert 6 <= d.value <= 10  # S17: derived N in [6, 10]
+    assert d.method == "symbolic"
+    assert "epsilon" in d.closed_form and d.details["shape"].startswith("A/(epsilon*B)")
+    # the shape A/(eps*B): halving the tolerance doubles the wall
+    d2 = derive.wall(b300, "parallel.tp", eps=0.075)
+    assert d2.value == pytest.approx(2 * d.value, rel=1e-9)
+    # B is t(inf): the step with all splittable work gone; the seed puts ~85% of the step there
+    step = float(b300.evaluate()["step_time_s"])
+    assert 0.78 <= d.details["B"] / step <= 0.9
+    assert d.feasible_value == 10 and "ceiling" in d.definition
+
+
+def test_tp_wall_symbolic_keeps_parameters(b300):
+    d = derive.wall(b300, "parallel.tp", symbolic=True)
+    assert "hardware.hbm_bandwidth" in d.closed_form and "epsilon" in d.closed_form
+    assert "parallel.tp" not in d.closed_form
+    assert 6 <= d.value <= 10
+
+
+def test_wall_moves_with_hardware_rtx():
+    d = derive.wall(build_model("k26-rtxpro6000-tp8-ddtree"), "parallel.tp")
+    assert d.value > 16  # well beyond 8: slow GDDR7 makes the MoE term dominate (BRIEF §2.6)
+    assert d.feasible_value is None and "exceeds" in d.note  # the PCIe box holds 8 GPUs
+    assert d.details["frozen"]  # growing ring/tree latency is held, and the definition says so
+    assert "held at their value" in d.definition
+
+
+# --- the EP plateau (BRIEF §5: 90% at T ≈ 109)
+
+
+def test_plateau_autoregressive_and_ddtree_ratio_is_verify_width():
+    ar = derive.plateau(build_model("k26-b300-tp1-moe"), 0.9)
+    dd = derive.plateau(build_model("k26-b300-tp8-ddtree", ["decoding.budget=32"]), 0.9)
+    assert ar.value == pytest.approx(110, rel=0.03)
+    assert dd.value == pytest.approx(3.3, rel=0.03)
+    assert ar.method == dd.method == "symbolic"
+    budget = symbols.lookup("decoding.budget").symbol
+    assert dd.details["ratio_autoregressive_over_this"] == str(budget + 1)
+    assert ar.value / dd.value == pytest.approx(33, rel=1e-9)
+    assert dd.feasible_value == 4 and ar.feasible_value == 110
+
+
+# --- crossover: EP-72 on NVL72 vs nine DP TP-8 replicas on HGX + IB
+
+
+def test_crossover_ep72_nvl72_vs_dp9_hgx():
+    ep = build_model("k26-gb300nvl72-ep72")
+    dp = build_model("k26-hgxb300-dp9-tp8")
+    d = derive.crossover(ep, dp, "workload.concurrency", "tokens_per_s_per_gpu")
+    if d.value is None:  # one leads everywhere: the result must say so, and why
+        assert "leads over the whole range" in d.note
+        return
+    lo, hi = d.details["range"]
+    assert lo < d.value < hi
+    ep_name, dp_name = ep.scenario.name, dp.scenario.name
+    # EP-72 wins at high concurrency (all experts busy), DP TP-8 at one user
+    assert d.details["at_hi"][ep_name] > d.details["at_hi"][dp_name]
+    assert d.details["at_lo"][ep_name] < d.details["at_lo"][dp_name]
+    assert d.method == "symbolic" or d.note  # a numeric fallback is never silent
+
+    def per_gpu(m, c):
+        return float(m.evaluate({"workload.concurrency": c})["tokens_per_s_per_gpu"])
+
+    below, above = 0.8 * d.value, 1.25 * d.value
+    assert per_gpu(ep, below) < per_gpu(dp, below / 9)
+    assert per_gpu(ep, above) > per_gpu(dp, above / 9)
+
+
+# --- optimum
+
+
+def test_optimum_tp_across_infiniband_is_finite(b300):
+    d = derive.optimum(b300, "parallel.tp")
+    _, hi = d.details["range"]
+    assert hi == 72  # nine HGX nodes
+    assert d.value < hi and d.details["where"] in ("kink", "stationary")
+    busy = build_model("k26-b300-tp8-ddtree", ["workload.concurrency=64"])
+    d64 = derive.optimum(busy, "parallel.tp")
+    assert 8 < d64.value < hi and d64.details["where"] == "stationary"
+
+
+def test_optimum_tp_nvl72_none_below_72():
+    d = derive.optimum(build_model("k26-gb300nvl72-tp72-ddtree"), "parallel.tp")
+    assert d.value == 72 and d.details["monotone"]
+    assert "monotone: best at the bound" in d.note
+
+
+def test_optimum_symbolic_kink_is_domain_size(b300):
+    d = derive.optimum(b300, "parallel.tp", symbolic=True)
+    assert d.details["where"] == "kink"  # TP leaves the NVLink domain: IB latency jumps in
+    assert d.closed_form == "cluster.scale_up.domain_size"
+
+
+# --- elasticity (BRIEF §2.2: ~85% fixed overhead, ~15% MoE streaming)
+
+
+def test_elasticities_levers(b300):
+    es = {d.key: d for d in derive.elasticity(b300)}
+    fixed = sum(d.value for d in es.values() if d.details["is_time"])
+    # seed: 0.85; our attention-weight and KV reads are memory traffic, not fixed overhead,
+    # which moves ~0.04 from the fixed side to HBM bandwidth: 0.81 here
+    assert 0.78 <= fixed <= 0.90
+    for p in ("overhead.per_step", "overhead.per_layer", "decoding.draft_time"):
+        assert es[p].value > 0
+    assert -0.22 <= es["hardware.hbm_bandwidth"].value <= -0.13  # seed −0.15; ours ≈ −0.19
+    ordered = [abs(d.value) for d in derive.elasticity(b300)]
+    assert ordered == sorted(ordered, reverse=True)
+    tok = {d.key: d for d in derive.elasticity(b300, "tokens_per_s")}
+    assert tok["decoding.accepted_tokens"].value == pytest.approx(1.0, abs=1e-9)
+
+
+def test_elasticity_at_override(b300):
+    es = {d.key: d for d in derive.elasticity(b300, at={"parallel.tp": 72})}
+    base = {d.key: d for d in derive.elasticity(b300)}
+    assert abs(es["hardware.hbm_bandwidth"].value) < abs(base["hardware.hbm_bandwidth"].value)
+
+
+# --- regime
+
+
+def test_regime_moe_dominates_at_tp1_then_overhead(b300):
+    rs = derive.regime(b300, "parallel.tp")
+    first = rs[0]
+    assert first.details["from"] == "moe.routed_experts"
+    assert first.value < 8  # by TP-8 the drafter/overhead term is the largest
+    assert first.details["to"].startswith(("spec.", "overhead."))
+
+
+# --- errors, CLI, time limits
+
+
+def test_unknown_key_is_spec_error(b300):
+    with pytest.raises(SpecError):
+        derive.wall(b300, "parallel.tpp")
+
+
+def test_cli_json_one_object_per_result(capsys):
+    rc = main(["derive", "k26-b300-tp8-ddtree", "wall", "parallel.tp", "--json"])
+    assert rc == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.strip()]
+    assert len(lines) == 1
+    for k in ("kind", "key", "value", "feasible_value", "closed_form", "latex", "definition"):
+        assert k in lines[0]
+    assert lines[0]["method"] in ("symbolic", "numeric") and 6 <= lines[0]["value"] <= 10
+    rc = main(["derive", "k26-b300-tp8-ddtree", "elasticity", "--json"])
+    objs = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.strip()]
+    assert rc == 0 and len(objs) > 10 and all(o["kind"] == "elasticity" for o in objs)
+    rc = main(["derive", "k26-b300-tp8-ddtree", "wall", "nope.key"])
+    assert rc == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_cli_text_and_plateau(capsys):
+    rc = main(["derive", "k26-b300-tp1-moe", "plateau", "--fraction", "0.9"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "closed form" in out and "method" in out
+
+
+def test_each_derivation_is_fast(b300):
+    # issue: < 1 s each on the shipped scenarios; measured 0.1-0.7 s on 2 cores.
+    # The margin absorbs a loaded CI machine.
+    for d in (
+        derive.wall(b300, "parallel.tp"),
+        derive.optimum(b300, "parallel.tp"),
+        derive.plateau(b300),
+    ):
+        assert d.details["seconds"] < 1.5
+    assert derive.regime(b300, "parallel.tp")[0].details["seconds"] < 1.5
+    assert derive.elasticity(b300)[0].details["seconds_all"] < 1.5
