@@ -222,10 +222,15 @@ def _expand_references(flat: Flat, stack: tuple[Path, ...]) -> Flat:
     """Replace ``model = "name"`` / ``[model] from = "name"`` by the entry's keys."""
     out = dict(flat)
     for section, folder in CATALOG_DIRS.items():
-        key = section if section in out else f"{section}.from"
-        ref = out.pop(key, None)
-        if ref is None:
+        # `model = "…"` and `[model] from = "…"` may both be present when a scenario starts
+        # from another: the one merged last (the more derived file) wins.
+        keys = [k for k in out if k in (section, f"{section}.from")]
+        if not keys:
             continue
+        key = keys[-1]
+        ref = out[key]
+        for k in keys:
+            del out[k]
         value, origin = ref
         if isinstance(value, dict):
             continue

@@ -1,0 +1,206 @@
+"""The command line: eval (table and --json), expr, plugins, --help, the console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sympy as sp
+from stepwall import cli, registry, symbols
+from stepwall.cli import main
+from stepwall.model import build_model
+
+SCENARIO = "k26-b300-tp8-ddtree"  # BRIEF S7: B300, TP-8, DDTree, C=1, 303 tok/s
+
+
+@pytest.fixture(scope="module")
+def summary_json() -> dict:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["eval", SCENARIO, "--json"]) == 0
+    return json.loads(buf.getvalue())
+
+
+def test_eval_prints_the_breakdown(capsys, summary_json) -> None:
+    assert main(["eval", SCENARIO]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("term"))
+    for column in ("term", "plugin", "time", "share"):
+        assert column in header
+    for term in summary_json["terms"]:
+        row = next(line for line in lines if line.startswith(term["name"] + " "))
+        assert term["plugin"] in row
+        assert row.rstrip().endswith("%")
+    shares = [
+        float(line.split()[-1].rstrip("%"))
+        for line in lines
+        if line.rstrip().endswith("%") and not line.startswith("term")
+    ]
+    if not any(t["overlap"] for t in summary_json["terms"]):
+        assert sum(shares) == pytest.approx(100.0, abs=0.1 * len(shares))
+    for label in ("step time", "tokens/s per user", "tokens/s", "tokens/s per GPU", "memory"):
+        assert any(line.startswith(label) for line in lines), label
+    assert "(8 GPUs)" in out  # TP-8 on one node
+
+
+def test_eval_json_fields(summary_json) -> None:
+    s = summary_json
+    for key in (
+        "scenario",
+        "step_time_s",
+        "tokens_per_s_per_user",
+        "tokens_per_s",
+        "tokens_per_s_per_gpu",
+        "gpus",
+        "memory",
+        "terms",
+    ):
+        assert key in s, key
+    assert s["scenario"] == SCENARIO
+    assert isinstance(s["gpus"], int) and s["gpus"] == 8
+    mem = s["memory"]
+    assert set(mem) >= {"bytes_per_gpu", "capacity_per_gpu", "fits"}
+    assert mem["capacity_per_gpu"] == pytest.approx(275e9)  # b300.toml: "275 GB"
+    assert mem["fits"] is (mem["bytes_per_gpu"] <= mem["capacity_per_gpu"])
+    assert mem["fits"] is True  # BRIEF S4: K2.6 fits on 8 × B300
+    assert s["terms"], "no terms"
+    for t in s["terms"]:
+        assert set(t) >= {"name", "plugin", "seconds"}
+        assert isinstance(t["seconds"], float) and t["seconds"] >= 0
+    assert s["tokens_per_s_per_user"] == pytest.approx(303, rel=0.02)  # BRIEF S7
+    # The metrics' definitions, by hand: one user, 8 GPUs.
+    assert s["tokens_per_s"] == pytest.approx(s["tokens_per_s_per_user"])
+    assert s["tokens_per_s_per_gpu"] == pytest.approx(s["tokens_per_s"] / 8)
+    if not any(t.get("overlap") for t in s["terms"]):
+        assert sum(t["seconds"] for t in s["terms"]) == pytest.approx(s["step_time_s"])
+
+
+def test_expr_free_keeps_the_parameter(capsys) -> None:
+    assert main(["expr", SCENARIO, "--free", "parallel.tp"]) == 0
+    out, _ = capsys.readouterr()
+    assert out.startswith("t_step = ")
+    assert "parallel.tp" in out
+    assert "hardware.hbm_bandwidth" not in out  # every other parameter substituted
+
+    assert main(["expr", SCENARIO]) == 0
+    out, _ = capsys.readouterr()
+    assert "parallel." not in out and "hardware." not in out
+
+
+def test_expr_latex(capsys) -> None:
+    assert main(["expr", SCENARIO, "--free", "parallel.tp", "--latex"]) == 0
+    out, _ = capsys.readouterr()
+    assert "parallel.tp" not in out  # printed with its LaTeX name instead
+    assert symbols.lookup("parallel.tp").latex in out
+    assert "\\" in out
+
+
+def test_expr_closed_form_agrees_with_eval(summary_json) -> None:
+    model = build_model(SCENARIO)
+    tp = symbols.lookup("parallel.tp").symbol
+    closed = model.substituted(model.step_time, [tp])
+    assert closed.free_symbols == {tp}
+    assert float(closed.subs(tp, 8)) == pytest.approx(summary_json["step_time_s"], rel=1e-5)
+
+
+BUILTINS = [m.rsplit(".", 1)[-1] for m in registry.BUILTIN_PLUGINS]
+
+
+def test_plugins_lists_the_builtins(capsys) -> None:
+    assert main(["plugins"]) == 0
+    out, _ = capsys.readouterr()
+    for name in BUILTINS:
+        assert any(line.startswith(name + " ") for line in out.splitlines()), name
+    assert "hardware:gpu" in out
+    assert "stepwall_compute_terms" in out
+
+
+def test_plugins_json(capsys) -> None:
+    assert main(["plugins", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    by_name = {r["name"]: r for r in rows}
+    assert set(BUILTINS) <= set(by_name)
+    for name in BUILTINS:
+        assert set(by_name[name]) >= {"name", "version", "kinds", "hooks"}
+        assert "stepwall_spec_kinds" in by_name[name]["hooks"]
+
+
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_each_command_help_shows_an_example(capsys, command: str) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "example" in out
+    assert f"stepwall {command}" in out
+
+
+def test_top_level_help_shows_examples(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out
+    for command in ("eval", "expr", "check", "plugins"):
+        assert f"stepwall {command}" in out
+
+
+def test_no_command_prints_help_and_exits_2(capsys) -> None:
+    assert main([]) == 2
+    assert "usage:" in capsys.readouterr().out
+
+
+def _console_script() -> str:
+    here = Path(sys.executable).parent / "stepwall"
+    found = str(here) if here.exists() else shutil.which("stepwall")
+    assert found, "the console script `stepwall` is not installed"
+    return found
+
+
+def test_console_script_runs() -> None:
+    exe = _console_script()
+    env = {**os.environ, "STEPWALL_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    ok = subprocess.run([exe, "plugins"], capture_output=True, text=True, env=env, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert "gpu" in ok.stdout
+    bad = subprocess.run(
+        [exe, "eval", SCENARIO, "--set", "parallel.tp=2.5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert bad.stderr.count("\n") == 1 and "parallel.tp" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_internal_error_exits_1_without_traceback(monkeypatch, capsys) -> None:
+    def broken(ns):
+        raise RuntimeError("boom")
+
+    name = "eval"
+    _fn, *rest = cli.COMMANDS[name]
+    monkeypatch.setitem(cli.COMMANDS, name, (broken, *rest))
+    monkeypatch.delenv("STEPWALL_DEBUG", raising=False)
+    assert main([name, SCENARIO]) == 1
+    err = capsys.readouterr().err
+    assert "internal error" in err and "boom" in err and "Traceback" not in err
+
+
+def test_free_symbols_of_expr_are_catalog_parameters() -> None:
+    model = build_model(SCENARIO)
+    for s in model.step_time.free_symbols:
+        assert isinstance(s, sp.Symbol)
+        assert symbols.lookup(s).path == s.name
