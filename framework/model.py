@@ -84,9 +84,13 @@ class StepModel:
         to values or numpy arrays (broadcast together, for vectorized sweeps)."""
         vals = dict(self.scenario.values)
         for k, v in (overrides or {}).items():
-            sym = symbols.lookup(k).symbol if isinstance(k, str) else k
+            try:
+                sym = symbols.lookup(k).symbol if isinstance(k, str) else k
+            except KeyError:
+                sym = None
             if sym not in vals:
-                raise SpecError("evaluate", str(k), "not a parameter of this scenario")
+                raise SpecError("evaluate", str(k), "not a parameter of this scenario",
+                                "a spec path such as parallel.tp")  # fmt: skip
             vals[sym] = v
         with np.errstate(all="ignore"):
             out = self._compiled(*(vals[s] for s in self.parameters))
@@ -181,6 +185,8 @@ def build_model(
     resident = hooks.call("stepwall_device_memory", scenario=scenario, workload=workload)
     if resident is None:
         resident = workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu
+    # Constants a plugin declared after the scenario was loaded still need their values.
+    scenario = attrs.evolve(scenario, values={**symbols.constant_values(), **scenario.values})
     t = compose_step_time(terms)
     tau, users = decoding.accepted_tokens, layout.users
     gpus = layout.dp * layout.gpus_per_replica

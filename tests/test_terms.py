@@ -225,3 +225,29 @@ def test_in_a_spec_a_slip_is_an_error_not_a_scale() -> None:
             build_model(SCENARIO, [setting], hooks=hooks)
         assert isinstance(e.value, StepwallError)
         assert e.value.key == setting.split("=")[0]
+
+
+def test_a_constant_declared_inside_a_hook_is_evaluated() -> None:
+    from stepwall import symbols
+    from stepwall.hookspecs import hookimpl
+    from stepwall.terms import Term
+
+    class LatePlugin:
+        @hookimpl
+        def stepwall_fixed_terms(self, scenario, workload, decoding):  # type: ignore[no-untyped-def]
+            tick = symbols.constant("const.test_late_tick", "3 us")
+            return [Term("late.tick", tick, "late", "a constant made inside the hook")]
+
+    from stepwall import registry
+    from stepwall.model import build_model
+
+    m = build_model("k26-b300-tp8-ddtree", hooks=registry.build(extra=(LatePlugin(),)))
+    assert float(m.evaluate()["terms"]["late.tick"]) == 3e-6
+
+
+def test_evaluate_rejects_an_unknown_path_as_bad_input() -> None:
+    from stepwall.errors import SpecError
+    from stepwall.model import build_model
+
+    with pytest.raises(SpecError, match="no.such.path"):
+        build_model("k26-b300-tp8-ddtree").evaluate({"no.such.path": 1.0})
