@@ -249,5 +249,5 @@ def test_evaluate_rejects_an_unknown_path_as_bad_input() -> None:
     from stepwall.errors import SpecError
     from stepwall.model import build_model
 
-    with pytest.raises(SpecError, match="no.such.path"):
+    with pytest.raises(SpecError, match=r"no\.such\.path"):
         build_model("k26-b300-tp8-ddtree").evaluate({"no.such.path": 1.0})
