@@ -286,6 +286,8 @@ def cmd_plugins(ns: argparse.Namespace) -> int:
         if r["kinds"]:
             print(f"  kinds: {', '.join(r['kinds'])}")
         print(f"  hooks: {', '.join(r['hooks'])}")
+        if r.get("problem"):
+            print(f"  {r['problem']}")
     return 0
 
 
