@@ -149,34 +149,13 @@ def _expr_args(p: argparse.ArgumentParser) -> None:
 @args(_expr_args)
 def cmd_expr(ns: argparse.Namespace) -> int:
     model = _load(ns)
-    free = [_parameter(model, key) for key in ns.free]
+    free = [model.parameter(key, "--free") for key in ns.free]
     expr = model.substituted(model.step_time, free)
     if ns.latex:
         print(sp.latex(expr, symbol_names=symbols.latex_names()))
     else:
         print(f"t_step = {expr}")
     return 0
-
-
-def _parameter(model: StepModel, key: str) -> sp.Symbol:
-    from stepwall.errors import SpecError
-
-    try:
-        sym = symbols.lookup(key).symbol
-    except KeyError:
-        sym = None
-    if sym is None or sym not in model.values:
-        import difflib
-
-        names = sorted(s.name for s in model.values if not s.name.startswith("const."))
-        hint = difflib.get_close_matches(key, names, n=1)
-        raise SpecError(
-            "--free",
-            key,
-            "not a parameter of this scenario",
-            f"a parameter such as {hint[0] if hint else names[0]}",
-        )
-    return sym
 
 
 def _derive_args(p: argparse.ArgumentParser) -> None:

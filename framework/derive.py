@@ -161,22 +161,7 @@ def _solve(
 
 def parameter(model: StepModel, key: str) -> sp.Symbol:
     """The Symbol of ``key``; a SpecError naming the closest parameter if there is none."""
-    try:
-        sym = symbols.lookup(key).symbol
-    except KeyError:
-        sym = None
-    if sym is None or sym not in model.values:
-        import difflib
-
-        names = sorted(s.name for s in model.values if not s.name.startswith("const."))
-        hint = difflib.get_close_matches(key, names, n=1)
-        raise SpecError(
-            "derive",
-            key,
-            "not a parameter of this scenario",
-            f"a parameter such as {hint[0] if hint else names[0]}",
-        )
-    return sym
+    return model.parameter(key, "derive")
 
 
 def _metric(model: StepModel, metric: str) -> sp.Expr:

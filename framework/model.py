@@ -12,6 +12,7 @@ Expressions stay symbolic in every parameter; numbers enter only in `evaluate`, 
 
 from __future__ import annotations
 
+import difflib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
@@ -97,6 +98,19 @@ class StepModel:
         result = dict(zip(METRICS, out[: len(METRICS)], strict=True))
         result["terms"] = dict(zip((t.name for t in self.terms), out[len(METRICS) :], strict=True))
         return result
+
+    def parameter(self, key: str, where: str = "parameter") -> sp.Symbol:
+        """The Symbol of a spec path in this scenario; else a SpecError naming the closest."""
+        try:
+            sym = symbols.lookup(key).symbol
+        except KeyError:
+            sym = None
+        if sym is None or sym not in self.values:
+            names = sorted(s.name for s in self.values if not s.name.startswith("const."))
+            hint = difflib.get_close_matches(key, names, n=1)
+            raise SpecError(where, key, "not a parameter of this scenario",
+                            f"a parameter such as {hint[0] if hint else names[0]}")  # fmt: skip
+        return sym
 
     def substituted(self, expr: sp.Expr, free: Iterable[sp.Symbol] = ()) -> sp.Expr:
         """``expr`` with every parameter but ``free`` replaced by its value (no simplify)."""

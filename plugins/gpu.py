@@ -45,6 +45,15 @@ def roofline(
     return sp.Max(bytes_ / (bandwidth * mem_eff), flops / (peak * flop_eff))
 
 
+def launch_terms(ops: tuple[Op, ...], launch_latency: sp.Expr, plugin: str) -> list[Term]:
+    """Kernel launches: Σ kernels × t_launch, one term (none when no op launches kernels)."""
+    kernels = sp.Add(*(op.kernels for op in ops))
+    if kernels == 0:
+        return []
+    return [Term("kernel_launches", kernels * launch_latency, plugin,
+                 "kernel launches per step × launch latency", "base")]  # fmt: skip
+
+
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     return [KindSpec("hardware", "gpu", Gpu, "a GPU as a roofline with launch cost")]
@@ -73,15 +82,5 @@ def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term
         )
         for op in ops
     ]
-    kernels = sp.Add(*(op.kernels for op in ops))
-    if kernels != 0:
-        terms.append(
-            Term(
-                "kernel_launches",
-                kernels * hw.launch_latency,
-                PLUGIN,
-                "kernel launches per step × launch latency",
-                "base",
-            )
-        )
+    terms.extend(launch_terms(ops, hw.launch_latency, PLUGIN))
     return terms

@@ -23,7 +23,7 @@ import attrs
 import sympy as sp
 from stepwall.errors import SpecError
 from stepwall.hookspecs import hookimpl
-from stepwall.plugins.gpu import Gpu, roofline
+from stepwall.plugins.gpu import Gpu, launch_terms, roofline
 from stepwall.plugins.moe_transformer import ffn_params, shard
 from stepwall.spec import KindSpec, Scenario, choice, quantity
 from stepwall.terms import Op, Term, Workload
@@ -151,17 +151,7 @@ def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term
                 op.overlap if serialized else (op.overlap or "host_link"),
             )
         )
-    kernels = sp.Add(*(op.kernels for op in ops))
-    if kernels != 0:
-        terms.append(
-            Term(
-                "kernel_launches",
-                kernels * hw.launch_latency,
-                PLUGIN,
-                "kernel launches per step × launch latency",
-                "base",
-            )
-        )
+    terms.extend(launch_terms(ops, hw.launch_latency, PLUGIN))
     return terms
 
 
