@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import numpy as np
 import sympy as sp
+
 from stepwall import registry, symbols
 from stepwall.errors import PluginError, SpecError
 from stepwall.spec import Scenario, load_scenario
@@ -199,8 +200,6 @@ def build_model(
     resident = hooks.call("stepwall_device_memory", scenario=scenario, workload=workload)
     if resident is None:
         resident = workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu
-    # Constants a plugin declared after the scenario was loaded still need their values.
-    scenario = attrs.evolve(scenario, values={**symbols.constant_values(), **scenario.values})
     t = compose_step_time(terms)
     tau, users = decoding.accepted_tokens, layout.users
     gpus = layout.dp * layout.gpus_per_replica
@@ -216,6 +215,11 @@ def build_model(
         "kv_bytes_per_gpu": workload.kv_bytes_per_gpu,
         "memory_capacity_per_gpu": capacity,
     }
+    # Physical constants (symbols.constant) that the metrics use join the values, wherever
+    # a plugin declared them; constants no metric uses stay out of the parameters.
+    used = set().union(*(sp.sympify(e).free_symbols for e in metrics.values()))
+    constants = {s: v for s, v in symbols.constant_values().items() if s in used}
+    scenario = attrs.evolve(scenario, values={**constants, **scenario.values})
     return StepModel(scenario, tuple(terms), decoding, layout, workload, metrics)
 
 

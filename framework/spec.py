@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import cattrs
 import sympy as sp
+
 from stepwall import symbols
 from stepwall.errors import SpecError, UnitError
 from stepwall.units import DIMENSIONLESS, NAMED, Dim, describe, parse_quantity
@@ -437,7 +438,6 @@ def load_scenario(
         structured[section] = obj
         values.update(vals)
         kinds_used[section] = kind
-    values.update(symbols.constant_values())
     provenance = {k: v[1] for k, v in flat.items()}
     return Scenario(name, str(path), structured, kinds_used, values, provenance)
 
