@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy as sp
+
 from stepwall import registry, symbols
 from stepwall.errors import StepwallError
 from stepwall.model import StepModel, build_model, summary

@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 import numpy as np
 import sympy as sp
+
 from stepwall import symbols
 from stepwall.errors import SpecError
 from stepwall.model import METRICS, StepModel

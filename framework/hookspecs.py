@@ -14,6 +14,7 @@ import pluggy
 
 if TYPE_CHECKING:
     import sympy as sp
+
     from stepwall.spec import KindSpec, Scenario
     from stepwall.terms import Collective, Decoding, Layout, Op, Term, Workload
 

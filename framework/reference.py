@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import attrs
+
 from stepwall import registry
 from stepwall.spec import KindSpec
 from stepwall.units import describe

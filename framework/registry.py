@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pluggy
+
 from stepwall import hookspecs
 from stepwall.errors import PluginError, StepwallError
 from stepwall.spec import KindSpec

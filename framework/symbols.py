@@ -11,6 +11,7 @@ import re
 
 import attrs
 import sympy as sp
+
 from stepwall.units import Dim, dimension_of
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
+
 from stepwall import symbols
 from stepwall.errors import DimensionError
 from stepwall.units import DIMENSIONLESS, INFORMATION, OPERATION, TIME, Dim

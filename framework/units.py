@@ -21,6 +21,7 @@ from fractions import Fraction
 from functools import reduce
 
 import sympy as sp
+
 from stepwall.errors import DimensionError, UnitError
 
 BASES = ("time", "information", "operation", "mass", "length")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
+
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, quantity
 from stepwall.terms import Decoding, Term

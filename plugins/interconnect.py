@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
+
 from stepwall.errors import SpecError
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, flag, quantity

@@ -9,6 +9,7 @@ step and carry that source. ``native`` scales them (and the drafting terms): the
 from __future__ import annotations
 
 import attrs
+
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, quantity
 from stepwall.terms import Decoding, Term, Workload

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, quantity
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import sympy as sp
+
 from stepwall import cli, registry, symbols
 from stepwall.cli import main
 from stepwall.model import build_model

@@ -6,6 +6,7 @@ import pytest
 import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
+
 from stepwall.model import build_model
 from stepwall.plugins.decoding import chain_accepted, tree_accepted
 

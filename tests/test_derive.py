@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from stepwall import derive, symbols
 from stepwall.cli import main
 from stepwall.errors import SpecError

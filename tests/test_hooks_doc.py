@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from stepwall import hookspecs
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "hooks.md"

@@ -10,6 +10,7 @@ import json
 
 import pytest
 import sympy as sp
+
 from stepwall.cli import main
 from stepwall.errors import SpecError
 from stepwall.model import StepModel, build_model

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+
 from stepwall import registry
 from stepwall.errors import DimensionError, PluginError
 from stepwall.hookspecs import hookimpl

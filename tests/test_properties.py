@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from stepwall import symbols
 from stepwall.model import build_model
 from stepwall.units import FREQUENCY, INFORMATION, TIME

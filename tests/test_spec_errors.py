@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from stepwall.cli import main
 from stepwall.spec import catalog_root
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import sympy as sp
+
 from stepwall import registry
 from stepwall.cli import main
 from stepwall.errors import DimensionError, PluginError, SpecError, StepwallError

@@ -12,6 +12,7 @@ import pytest
 import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
+
 from stepwall.errors import DimensionError, StepwallError, UnitError
 from stepwall.units import (
     BANDWIDTH,
