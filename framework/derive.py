@@ -8,7 +8,8 @@ had to stand in (always said, with the reason, in ``note``).
 
 Before solving, two things make the step time smooth in the key, and every result says so:
 
-* ``ceiling(x)`` (uneven shards) is relaxed to ``x``;
+* ``ceiling(x)`` (uneven shards) is relaxed to ``Max(x, 1)``: continuous, but a rank never
+  holds less than one head or serves less than one user;
 * ``Piecewise`` (which collective branch), ``Min`` (which algorithm) and ``Max`` (roofline)
   are resolved to the branch that holds at the scenario's point, or, over a range, split
   into segments on each of which one branch holds.
@@ -39,7 +40,7 @@ from stepwall.units import TIME
 
 SYMPY_BUDGET_S = 0.3
 EPS = sp.Symbol("epsilon", positive=True)
-RELAXED = "ceilings relaxed (ceiling(x) -> x)"
+RELAXED = "ceilings relaxed (ceiling(x) -> Max(x, 1))"
 
 
 @attrs.frozen
@@ -172,8 +173,12 @@ def _metric(model: StepModel, metric: str) -> sp.Expr:
 
 
 def relax(expr: sp.Expr) -> sp.Expr:
-    """ceiling(x) -> x and floor(x) -> x: uneven shards made continuous."""
-    return expr.replace(lambda e: isinstance(e, sp.ceiling | sp.floor), lambda e: e.args[0])
+    """ceiling(x) -> Max(x, 1) and floor(x) -> x: uneven shards made continuous, but no rank
+    holds less than one unit (a head, a user) of a ceiling'd count."""
+    return expr.replace(
+        lambda e: isinstance(e, sp.ceiling | sp.floor),
+        lambda e: sp.Max(e.args[0], 1) if isinstance(e, sp.ceiling) else e.args[0],
+    )
 
 
 def _num(expr: sp.Expr, vals: Mapping[sp.Symbol, float]) -> float:
@@ -197,7 +202,11 @@ def resolve(expr: sp.Expr, vals: Mapping[sp.Symbol, float], choices: list[str] |
         raise ValueError("no Piecewise branch holds")
     if isinstance(expr, sp.Min | sp.Max):
         vs = [_num(a, vals) for a in expr.args]
-        i = int(np.argmin(vs) if isinstance(expr, sp.Min) else np.argmax(vs))
+        best = min(vs) if isinstance(expr, sp.Min) else max(vs)
+        tied = [j for j, v in enumerate(vs) if v == best]
+        # at a tie prefer a constant argument: its side holds for the feasible direction
+        # (e.g. Max(C/ep, 1) at C = ep: more ranks still serve at least one user each)
+        i = next((j for j in tied if not expr.args[j].free_symbols), tied[0])
         if choices is not None:
             choices.append(f"{type(expr).__name__}: argument {i + 1} of {len(vs)}")
         return resolve(expr.args[i], vals, choices)
