@@ -32,5 +32,24 @@ def main() -> None:
               f"1e5-point sweep {t3 - t2:7.4f} s")  # fmt: skip
 
 
+def derivations() -> None:
+    """Each derivation on the calibrated scenario (the issue's target: under 1 s each)."""
+    from stepwall import derive
+
+    model = build_model("k26-b300-tp8-ddtree")
+    runs = {
+        "wall parallel.tp": lambda: derive.wall(model, "parallel.tp"),
+        "optimum parallel.tp": lambda: derive.optimum(model, "parallel.tp"),
+        "regime parallel.tp": lambda: derive.regime(model, "parallel.tp"),
+        "elasticity": lambda: derive.elasticity(model),
+        "plateau": lambda: derive.plateau(model),
+    }
+    for name, fn in runs.items():
+        t0 = time.perf_counter()
+        fn()
+        print(f"derive {name:24s} {time.perf_counter() - t0:6.3f} s")
+
+
 if __name__ == "__main__":
     main()
+    derivations()

@@ -23,7 +23,6 @@ import itertools
 import math
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -443,7 +442,6 @@ def wall(
     N* = A/(ε·B); otherwise sympy solves t(N)/t(∞) − 1 = ε, or bisection does."""
     if not 0 < eps < 10:
         raise SpecError("derive", "--eps", f"{eps} is not a useful tolerance", "0 < eps < 10")
-    start = time.perf_counter()
     sym = parameter(model, key)
     x0 = float(model.values[sym])
     f, f_sym, ch = _prepared(model, _metric(model, metric), sym, symbolic)
@@ -558,7 +556,6 @@ def wall(
             # marginal view: doubling N gains A/(2N) / (B + A/(2N)) < eps
             details["marginal_wall"] = A * (1 - eps) / (2 * eps * B)
             details["marginal_definition"] = "smallest N where doubling N gains < ε"
-    details["seconds"] = time.perf_counter() - start
     return Derivation(
         "wall",
         key,
@@ -604,7 +601,6 @@ def optimum(
 ) -> Derivation:
     """Where d(metric)/dKEY = 0 inside KEY's feasible range (step time: minimum; throughput:
     maximum), or the kink where a branch changes, or "monotone: best at the bound"."""
-    start = time.perf_counter()
     sym = parameter(model, key)
     expr = _metric(model, metric)
     minimize = _minimize_sense(metric)
@@ -710,7 +706,6 @@ def optimum(
         details["metric_at_feasible_exact"] = (
             float(ev[int(feas - ints[0])]) if feas is not None else None
         )
-    details["seconds"] = time.perf_counter() - start
     return Derivation(
         "optimum",
         key,
@@ -748,7 +743,6 @@ def crossover(
 ) -> Derivation:
     """Where the two scenarios' metrics are equal along KEY (for workload.concurrency: total
     users across each scenario's DP replicas)."""
-    start = time.perf_counter()
     sym = parameter(model, key)
     parameter(other, key)
     e1, e2 = _metric(model, metric), _metric(other, metric)
@@ -796,7 +790,6 @@ def crossover(
             f"assumed: {n1}/{n2} = {ratio_lo:.3g} at {lo:g}, {ratio_hi:.3g} at {hi:g}); "
             "the sign of the difference never changes, so there is no crossover"
         )
-        details["seconds"] = time.perf_counter() - start
         return Derivation(
             "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
         )
@@ -819,7 +812,6 @@ def crossover(
     before = n1 if diff_fn(max(lo, r * 0.9)) > 0 else n2
     note = (note + "; " if note else "") + f"{before} leads below x = {r:.4g}"
     feas = math.ceil(r - 1e-9) if _is_integer_key(model, sym) else None
-    details["seconds"] = time.perf_counter() - start
     return Derivation(
         "crossover", key, r, feas, closed, latex, definition, method, note, n1, details
     )
@@ -835,7 +827,6 @@ def elasticity(
     symbolic: bool = False,
 ) -> list[Derivation]:
     """∂ln(metric)/∂ln(p) = p·∂f/∂p / f for every parameter p, sorted by magnitude."""
-    start = time.perf_counter()
     expr = _metric(model, metric)
     vals = dict(model.values)
     for k, v in (at or {}).items():
@@ -882,9 +873,8 @@ def elasticity(
                 },
             )
         )
-    out.sort(key=lambda d: -abs(d.value or 0.0))
-    elapsed = time.perf_counter() - start
-    return [attrs.evolve(d, details={**d.details, "seconds_all": elapsed}) for d in out]
+    out.sort(key=lambda d: (-round(abs(d.value or 0.0), 9), d.key))  # ties: by name
+    return out
 
 
 # ---------------------------------------------------------------------------- regime
@@ -892,7 +882,6 @@ def elasticity(
 
 def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivation]:
     """Which step-time term is largest over KEY's range, and where that changes."""
-    start = time.perf_counter()
     sym = parameter(model, key)
     lo, hi = key_range(model, sym)
     rel = [model.substituted(relax(t.expr), [sym]) for t in model.terms]
@@ -971,8 +960,7 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
                 {**details_common, "from": names[dom[0]], "to": None},
             )
         )
-    elapsed = time.perf_counter() - start
-    return [attrs.evolve(d, details={**d.details, "seconds": elapsed}) for d in out]
+    return out
 
 
 # ---------------------------------------------------------------------------- plateau
@@ -981,7 +969,6 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
 def plateau(model: StepModel, fraction: float = 0.9, symbolic: bool = False) -> Derivation:
     """Concurrency C* at which the expected fraction of routed experts hit per step reaches
     ``fraction``: E·(1 − (1 − k/E)^(C·M)) = φ·E, so C* = ln(1 − φ) / (M·ln(1 − k/E))."""
-    start = time.perf_counter()
     if not 0 < fraction < 1:
         raise SpecError("derive", "--fraction", f"{fraction} is not in (0, 1)", "0 < F < 1")
     if _val(model, "model.n_experts", 0.0) <= 0:
@@ -1026,7 +1013,6 @@ def plateau(model: StepModel, fraction: float = 0.9, symbolic: bool = False) -> 
         "autoregressive_cstar": _num(ar, vals),
         "ratio_autoregressive_over_this": str(ratio),
         "ratio_value": _num(ratio, vals),
-        "seconds": time.perf_counter() - start,
     }
     return Derivation(
         "plateau",
