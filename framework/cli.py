@@ -51,16 +51,14 @@ def args(setup: Callable[[argparse.ArgumentParser], None]) -> Callable[[Callable
     return wrap
 
 
+def _set_arg(p: argparse.ArgumentParser, help_: str) -> None:
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help=help_)  # fmt: skip
+
+
 def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", metavar="SCENARIO", help="catalog name or path to a .toml")
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a spec value, e.g. parallel.tp=16 (repeatable)",
-    )
+    _set_arg(p, "override a spec value, e.g. parallel.tp=16 (repeatable)")
 
 
 def _load(ns: argparse.Namespace) -> StepModel:
@@ -328,14 +326,7 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
 
 def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", metavar="REPORT", help="catalog name (specs/reports/) or a .toml path")
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a spec value in every scenario of the report (repeatable)",
-    )
+    _set_arg(p, "override a spec value in every scenario of the report (repeatable)")
     p.add_argument(
         "-o", "--output", metavar="DIR", help="output folder (default: docs/reports/NAME)"
     )

@@ -17,7 +17,6 @@ import functools
 import importlib
 import importlib.metadata
 import os
-from collections.abc import Callable
 from typing import Any
 
 import pluggy
@@ -228,6 +227,3 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str | None) -> Non
 def default() -> Hooks:
     """The process-wide plugin manager (built-ins plus installed entry points)."""
     return build()
-
-
-Factory = Callable[[], Hooks]
