@@ -23,6 +23,10 @@ examples:
   stepwall eval k26-b300-tp8-ddtree --set parallel.tp=16 --set cluster.nodes=2
   stepwall eval k26-b300-tp8-ddtree --json               # one JSON object
   stepwall expr k26-b300-tp8-ddtree --free parallel.tp   # closed form in N_tp
+  stepwall derive k26-b300-tp8-ddtree wall parallel.tp   # the TP wall, A/(eps*B)
+  stepwall derive k26-b300-tp8-ddtree elasticity         # which lever matters
+  stepwall sweep k26-b300-tp8-ddtree --vary parallel.tp=8,16,36,72
+  stepwall report k26-cluster-scaling -o out/k26         # the shipped analysis
   stepwall check specs/hardware/b300.toml                # validate only
   stepwall plugins                                       # what is installed
 
