@@ -79,11 +79,13 @@ class StepModel:
     @cached_property
     def _compiled(self) -> Any:
         exprs = [self.metrics[m] for m in METRICS] + [t.expr for t in self.terms]
+        exprs += [e for op in self.workload.ops for e in (op.bytes, op.flops)]
         return sp.lambdify(self.parameters, exprs, modules="numpy", cse=True)
 
     def evaluate(self, overrides: Mapping[sp.Symbol | str, Any] | None = None) -> dict[str, Any]:
-        """Metrics and term times, numerically. ``overrides`` maps parameters (Symbol or path)
-        to values or numpy arrays (broadcast together, for vectorized sweeps)."""
+        """Metrics, term times and per-GPU op work (bytes, FLOPs), numerically. ``overrides``
+        maps parameters (Symbol or path) to values or numpy arrays (broadcast together, for
+        vectorized sweeps)."""
         vals = dict(self.scenario.values)
         for k, v in (overrides or {}).items():
             try:
@@ -97,7 +99,13 @@ class StepModel:
         with np.errstate(all="ignore"):
             out = self._compiled(*(vals[s] for s in self.parameters))
         result = dict(zip(METRICS, out[: len(METRICS)], strict=True))
-        result["terms"] = dict(zip((t.name for t in self.terms), out[len(METRICS) :], strict=True))
+        n, k = len(METRICS), len(self.terms)
+        result["terms"] = dict(zip((t.name for t in self.terms), out[n : n + k], strict=True))
+        work = out[n + k :]
+        result["ops"] = {
+            op.name: {"bytes": work[2 * i], "flops": work[2 * i + 1]}
+            for i, op in enumerate(self.workload.ops)
+        }
         return result
 
     def parameter(self, key: str, where: str = "parameter") -> sp.Symbol:
@@ -242,6 +250,16 @@ def summary(model: StepModel) -> dict[str, Any]:
             "kv_bytes_per_gpu": float(ev["kv_bytes_per_gpu"]),
         },
         "groups": model.group_times(ev),
+        "ops": [
+            {
+                "name": op.name,
+                "group": op.group,
+                "plugin": op.plugin,
+                "bytes_per_gpu": float(ev["ops"][op.name]["bytes"]),
+                "flops_per_gpu": float(ev["ops"][op.name]["flops"]),
+            }
+            for op in model.workload.ops
+        ],
         "terms": [
             {
                 "name": t.name,
