@@ -38,6 +38,16 @@ GROUP_ORDER = ("moe", "dense", "attention", "comm", "base", "spec")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def csv_number(value: object) -> str:
+    """Numbers in CSV cells to 10 significant digits: the last bits of a float differ with
+    the order sympy's common-subexpression pass happens to pick, the figures do not."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | str):
+        return str(value)
+    return f"{float(value):.10g}"
+
+
 # ---------------------------------------------------------------- units and formats
 
 
@@ -587,7 +597,7 @@ class Report:
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(head)
         for r in rows:
-            w.writerow([r["label"], *(repr(grid[r["label"]][c["label"]]) for c in cols)])
+            w.writerow([r["label"], *(csv_number(grid[r["label"]][c["label"]]) for c in cols)])
         self.outputs[f"{tid}.csv"] = buf.getvalue().encode()
         return lines
 
@@ -767,7 +777,7 @@ class Report:
             v = "—" if r.value is None else fmt(r.value, "+.3f" if what == "elasticity" else ".4g")
             row = [f"`{r.key}`", v] if what == "elasticity" else [f"`{r.key}`", v, r.note]
             lines.append("| " + " | ".join(row) + " |")
-            w.writerow([r.key, repr(r.value), *([] if what == "elasticity" else [r.note])])
+            w.writerow([r.key, csv_number(r.value), *([] if what == "elasticity" else [r.note])])
         if len(shown) < len(results):
             lines += [
                 "",
@@ -777,7 +787,7 @@ class Report:
         else:
             lines += ["", f"Data: [{did}.csv]({did}.csv)"]
         for r in results[len(shown) :]:
-            w.writerow([r.key, repr(r.value), *([] if what == "elasticity" else [r.note])])
+            w.writerow([r.key, csv_number(r.value), *([] if what == "elasticity" else [r.note])])
         self.outputs[f"{did}.csv"] = buf.getvalue().encode()
         if "caption" in b:
             lines += ["", fill(str(b["caption"]).strip(), self.ns, self.where, at + "caption")]
