@@ -241,13 +241,22 @@ def _check_args(p: argparse.ArgumentParser) -> None:
 
 @command(
     "check",
-    "validate a spec file without evaluating it",
+    "validate a spec file (model, hardware, cluster, scenario or report); writes nothing",
     "stepwall check specs/scenarios/k26-b300-tp8-ddtree.toml",
 )
 @args(_check_args)
 def cmd_check(ns: argparse.Namespace) -> int:
-    from stepwall.spec import check_file
+    from pathlib import Path
 
+    from stepwall.spec import check_file, read_toml
+
+    path = Path(ns.spec)
+    if path.is_file() and "scenarios" in read_toml(path) and "title" in read_toml(path):
+        from stepwall import report
+
+        report.Report(path).render()  # a report is valid when every block renders
+        print(f"ok: {path} is a valid report")
+        return 0
     print(check_file(ns.spec, registry.default().kinds))
     return 0
 

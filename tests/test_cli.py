@@ -205,3 +205,19 @@ def test_free_symbols_of_expr_are_catalog_parameters() -> None:
     for s in model.step_time.free_symbols:
         assert isinstance(s, sp.Symbol)
         assert symbols.lookup(s).path == s.name
+
+
+def test_check_validates_a_report_spec(tmp_path, capsys) -> None:
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[1] / "specs/reports/k26-cluster-scaling.toml"
+    assert main(["check", str(shipped)]) == 0
+    assert "valid report" in capsys.readouterr().out
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        shipped.read_text(encoding="utf-8").replace("tokens_per_s_per_user", "tokens_per_s_per_usr")
+    )
+    assert main(["check", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "tokens_per_s_per_usr" in err and bad.name in err
+    assert list(tmp_path.iterdir()) == [bad]
