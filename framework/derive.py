@@ -113,6 +113,18 @@ class _Timeout(BaseException):
 
 
 @contextmanager
+def sympy_budget(seconds: float) -> Iterator[None]:
+    """Give sympy ``seconds`` per call inside this block (reports use a generous budget so
+    that a slower machine does not turn a closed form into a numeric fallback)."""
+    global SYMPY_BUDGET_S
+    old, SYMPY_BUDGET_S = SYMPY_BUDGET_S, seconds
+    try:
+        yield
+    finally:
+        SYMPY_BUDGET_S = old
+
+
+@contextmanager
 def _budget(seconds: float) -> Iterator[None]:
     """Interrupt sympy after ``seconds`` (main thread on Unix; elsewhere no limit)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(
@@ -136,11 +148,12 @@ def _budget(seconds: float) -> Iterator[None]:
 def _solve(
     eq: sp.Expr,
     sym: sp.Symbol,
-    seconds: float = SYMPY_BUDGET_S,
+    seconds: float | None = None,
     check: Mapping[sp.Basic, float] | None = None,
 ) -> tuple[list, str]:
     """sympy's real, positive solutions of eq = 0 (checked at ``check``, the values of the
     other symbols), or ([], why not)."""
+    seconds = SYMPY_BUDGET_S if seconds is None else seconds
     try:
         with _budget(seconds):
             sols = sp.solve(eq, sym)

@@ -38,6 +38,9 @@ GROUP_ORDER = ("moe", "dense", "attention", "comm", "base", "spec")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+REPORT_SYMPY_BUDGET_S = 30.0
+
+
 def csv_number(value: object) -> str:
     """Numbers in CSV cells to 10 significant digits: the last bits of a float differ with
     the order sympy's common-subexpression pass happens to pick, the figures do not."""
@@ -418,6 +421,14 @@ class Report:
     # ---- blocks
 
     def render(self) -> str:
+        """The Markdown. Derivations get a generous sympy budget here: a report must come out
+        the same on a slower machine, not switch a closed form to its numeric fallback."""
+        from stepwall import derive
+
+        with derive.sympy_budget(REPORT_SYMPY_BUDGET_S):
+            return self._render()
+
+    def _render(self) -> str:
         title = self.doc.get("title", self.name)
         lines = [f"# {fill(str(title), self.ns, self.where, 'title')}", ""]
         if "description" in self.doc:
