@@ -37,7 +37,7 @@ from stepwall.model import METRICS, StepModel
 from stepwall.plugins.moe_transformer import expected_distinct_experts
 from stepwall.units import TIME
 
-SYMPY_BUDGET_S = 0.3
+SYMPY_BUDGET_S = 0.5
 EPS = sp.Symbol("epsilon", positive=True)
 RELAXED = "ceilings relaxed (ceiling(x) -> Max(x, 1))"
 
