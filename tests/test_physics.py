@@ -258,3 +258,26 @@ def test_expert_imbalance_slows_the_ep_step() -> None:
     even = build_model("k26-gb300nvl72-ep8-plateau")
     hot = build_model("k26-gb300nvl72-ep8-plateau", ["parallel.imbalance=1.3"])
     assert term(hot, "moe.routed_experts") == pytest.approx(1.3 * term(even, "moe.routed_experts"))
+
+
+def test_tp_times_ep_layout_pays_both_collectives() -> None:
+    """TP-8 × EP-9 on one NVL72 domain: experts over 9 groups, each expert split 8 ways,
+    attention data-parallel over the 9 groups; all-reduce and all-to-all both cost time."""
+    m = build_model("k26-gb300nvl72-ep72", ["parallel.ep=9", "parallel.tp=8"])
+    ev = m.evaluate()
+    assert ev["gpus"] == 72
+    assert ev["terms"]["comm.tp_allreduce"] > 0
+    assert ev["terms"]["comm.ep_dispatch"] > 0
+    pure_ep = build_model("k26-gb300nvl72-ep72").evaluate()
+    assert pure_ep["terms"]["comm.tp_allreduce"] == 0
+    # users per attention rank: ⌈110/9⌉ = 13 vs ⌈110/72⌉ = 2, so 6.5x the KV reads per GPU
+    ratio = ev["ops"]["attention.kv_cache"]["bytes"] / pure_ep["ops"]["attention.kv_cache"]["bytes"]
+    assert ratio == pytest.approx(13 / 2)
+
+
+def test_data_parallel_replicas_multiply_aggregate_not_per_gpu() -> None:
+    one = build_model("k26-b300-tp8-ddtree").evaluate()
+    nine = build_model("k26-b300-tp8-ddtree", ["parallel.dp=9"]).evaluate()
+    assert nine["tokens_per_s"] == pytest.approx(9 * one["tokens_per_s"])
+    assert nine["tokens_per_s_per_gpu"] == pytest.approx(one["tokens_per_s_per_gpu"])
+    assert nine["gpus"] == 72
