@@ -133,7 +133,7 @@ def _budget(seconds: float) -> Iterator[None]:
         yield
         return
 
-    def alarm(signum: int, frame: Any) -> None:
+    def alarm(_signum: int, _frame: Any) -> None:
         raise _Timeout
 
     old = signal.signal(signal.SIGALRM, alarm)
@@ -362,11 +362,6 @@ def feasible(model: StepModel, sym: sp.Symbol, value: float | None) -> tuple[int
     if cap is not None and n > cap:
         return None, f"{n} exceeds what the cluster allows ({why}: ≤ {cap})"
     return n, ""
-
-
-def _closed(model: StepModel, f_sym: sp.Expr | None, f_num: sp.Expr) -> tuple[str, str]:
-    expr = f_sym if f_sym is not None else f_num
-    return str(expr), sp.latex(expr, symbol_names=symbols.latex_names())
 
 
 def _prepared(

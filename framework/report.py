@@ -87,13 +87,6 @@ def fmt(value: Any, spec: str) -> str:
 # ---------------------------------------------------------------- placeholders
 
 
-class _Ref:
-    """A dotted reference under construction (``tp8.group.moe``)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-
 class Namespace:
     """What placeholders can name: ``alias.METRIC`` / ``alias.group.G`` / ``alias.term.T`` /
     ``alias.param.KEY`` / ``alias.fits``; ``DERIV.value`` and the other Derivation fields;
