@@ -25,7 +25,7 @@ import sympy as sp
 
 from stepwall import registry, symbols
 from stepwall.errors import PluginError, SpecError
-from stepwall.spec import Scenario, load_scenario
+from stepwall.spec import Scenario, catalog_root, load_scenario
 from stepwall.terms import Decoding, Layout, Term, Workload
 
 METRICS = (
@@ -231,6 +231,17 @@ def build_model(
     return StepModel(scenario, tuple(terms), decoding, layout, workload, metrics)
 
 
+def display_path(origin: str) -> str:
+    """A spec file as users should read it: relative to the catalog when it is in it."""
+    if not origin or origin == "--set":
+        return origin
+    p = Path(origin)
+    try:
+        return str(p.resolve().relative_to(catalog_root().parent))
+    except ValueError:
+        return str(p)
+
+
 def summary(model: StepModel) -> dict[str, Any]:
     """The `stepwall eval --json` object."""
     ev = model.evaluate()
@@ -250,6 +261,18 @@ def summary(model: StepModel) -> dict[str, Any]:
             "kv_bytes_per_gpu": float(ev["kv_bytes_per_gpu"]),
         },
         "groups": model.group_times(ev),
+        "parameters": [
+            {
+                "path": path,
+                "value": float(model.values[symbols.lookup(path).symbol]),
+                "unit": ""
+                if symbols.lookup(path).dim.dimensionless
+                else str(symbols.lookup(path).dim),
+                "file": display_path(model.scenario.provenance.get(path, "")),
+                "source": text,
+            }
+            for path, text in sorted(model.scenario.sources.items())
+        ],
         "ops": [
             {
                 "name": op.name,

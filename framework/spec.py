@@ -100,7 +100,8 @@ class Scenario:
     sections: Mapping[str, Any]
     kinds: Mapping[str, str]
     values: Mapping[sp.Symbol, float]
-    provenance: Mapping[str, str]
+    provenance: Mapping[str, str]  # spec path -> the file (or "--set") that set it
+    sources: Mapping[str, str] = attrs.field(factory=dict)  # spec path -> cited source
 
     def section(self, path: str) -> Any:
         return self.sections[path]
@@ -439,7 +440,30 @@ def load_scenario(
         values.update(vals)
         kinds_used[section] = kind
     provenance = {k: v[1] for k, v in flat.items()}
-    return Scenario(name, str(path), structured, kinds_used, values, provenance)
+    sources = {
+        p.path: _source_of(p.path, flat)
+        for p in (symbols.lookup(sym) for sym in values)
+        if not p.path.startswith("const.")
+    }
+    return Scenario(name, str(path), structured, kinds_used, values, provenance, sources)
+
+
+def _source_of(path: str, flat: Flat) -> str:
+    """What a value rests on: its entry in the section's ``sources`` table, else the
+    section's ``source``; ``--set`` and plugin defaults say so."""
+    section, _, name = path.rpartition(".")
+    if path not in flat:
+        return "the plugin's default"
+    if flat[path][1] == "--set":
+        return "--set on the command line"
+    cited = flat.get(f"{section}.sources", ({}, ""))[0]
+    if isinstance(cited, dict) and name in cited:
+        return str(cited[name])
+    while section:  # the nearest enclosing section's source
+        if f"{section}.source" in flat:
+            return str(flat[f"{section}.source"][0])
+        section = section.rpartition(".")[0]
+    return ""
 
 
 def _section_of(key: str, sections: Iterable[str]) -> str | None:
