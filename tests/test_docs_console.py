@@ -1,4 +1,4 @@
-"""The command outputs pasted in docs/derivations.md are what the commands print today."""
+"""The command outputs pasted in the docs are what the commands print today."""
 
 import importlib.util
 import shutil
