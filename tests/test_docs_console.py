@@ -17,9 +17,8 @@ def _tool():
 
 
 @pytest.mark.skipif(shutil.which("stepwall") is None, reason="console script not installed")
-def test_derivations_doc_outputs_are_current() -> None:
-    text = (ROOT / "docs" / "derivations.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("doc", ["derivations.md", "physics.md"])
+def test_doc_console_outputs_are_current(doc: str) -> None:
+    text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
     _, stale = _tool().refresh(text)
-    assert not stale, (
-        f"refresh with: python tools/docs_console.py --write docs/derivations.md\n{stale}"
-    )
+    assert not stale, f"refresh: python tools/docs_console.py --write docs/{doc}\n{stale}"
