@@ -232,31 +232,36 @@ def _choice_nodes(expr: sp.Expr) -> list[sp.Basic]:
 
 
 def _signature_fn(expr: sp.Expr, sym: sp.Symbol) -> Callable[[np.ndarray], np.ndarray]:
-    """Vectorized: which branch of each Piecewise/Min/Max holds at each x (one row per x)."""
-    fns = []
+    """Vectorized: which branch of each Piecewise/Min/Max holds at each x (one row per x).
+    Every condition and argument is compiled in one lambdify."""
+    kinds: list[tuple[str, int]] = []  # (kind, how many entries of the flat list it owns)
+    flat: list[sp.Basic] = []
     for node in _choice_nodes(expr):
         if isinstance(node, sp.Piecewise):
-            conds = [sp.lambdify(sym, c, "numpy") for _, c in node.args]
-            fns.append(("pw", conds))
+            kinds.append(("pw", len(node.args)))
+            flat += [c for _, c in node.args]
         else:
-            args = [sp.lambdify(sym, a, "numpy") for a in node.args]
-            fns.append(("min" if isinstance(node, sp.Min) else "max", args))
+            kinds.append(("min" if isinstance(node, sp.Min) else "max", len(node.args)))
+            flat += list(node.args)
+    compiled = sp.lambdify(sym, flat, "numpy", cse=True) if flat else None
 
     def sig(x: np.ndarray) -> np.ndarray:
         x = np.atleast_1d(np.asarray(x, dtype=float))
-        cols = []
+        if compiled is None:
+            return np.zeros((x.size, 0), dtype=int)
         with np.errstate(all="ignore"):
-            for kind, fs in fns:
-                vals = np.vstack(
-                    [np.broadcast_to(np.asarray(f(x), dtype=float), x.shape) for f in fs]
-                )
-                if kind == "pw":
-                    cols.append(np.argmax(vals > 0.5, axis=0))
-                elif kind == "min":
-                    cols.append(np.argmin(vals, axis=0))
-                else:
-                    cols.append(np.argmax(vals, axis=0))
-        return np.vstack(cols).T if cols else np.zeros((x.size, 0), dtype=int)
+            out = [np.broadcast_to(np.asarray(v, dtype=float), x.shape) for v in compiled(x)]
+        cols, at = [], 0
+        for kind, n in kinds:
+            vals = np.vstack(out[at : at + n])
+            at += n
+            if kind == "pw":
+                cols.append(np.argmax(vals > 0.5, axis=0))
+            elif kind == "min":
+                cols.append(np.argmin(vals, axis=0))
+            else:
+                cols.append(np.argmax(vals, axis=0))
+        return np.vstack(cols).T
 
     return sig
 
