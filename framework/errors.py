@@ -6,6 +6,18 @@ dimensions, the term and the plugin. The CLI prints ``str(error)`` and exits 2.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, prefix: str = "", quote: bool = True) -> str:
+    """``"; did you mean 'tp'?"`` for the closest of ``choices``, or "" when none is close."""
+    hint = difflib.get_close_matches(str(word), list(choices), n=1)
+    if not hint:
+        return ""
+    name = f"{prefix}{hint[0]}"
+    return f"; did you mean {name!r}?" if quote else f"; did you mean {name}?"
+
 
 class StepwallError(Exception):
     """Base of every error stepwall raises on purpose (bad input, bad plugin)."""

@@ -26,7 +26,7 @@ import numpy as np
 import sympy as sp
 
 from stepwall import registry, sweep, symbols
-from stepwall.errors import SpecError, StepwallError, UnitError
+from stepwall.errors import SpecError, StepwallError, UnitError, did_you_mean
 from stepwall.model import METRIC_UNITS, StepModel, build_model
 from stepwall.spec import catalog_root, read_toml, resolve
 from stepwall.units import parse_unit
@@ -99,10 +99,8 @@ class Namespace:
     def get(self, path: str, where: str, key: str) -> Any:
         if path in self.scalars:
             return self.scalars[path]
-        import difflib
 
-        hint = difflib.get_close_matches(path, sorted(self.scalars), n=1)
-        dym = f"; did you mean {hint[0]!r}?" if hint else ""
+        dym = did_you_mean(path, sorted(self.scalars))
         raise SpecError(
             where,
             key,
@@ -302,10 +300,7 @@ class Report:
     def _allowed(self, table: Mapping[str, Any], prefix: str, keys: Sequence[str]) -> None:
         for k in table:
             if k not in keys:
-                import difflib
-
-                hint = difflib.get_close_matches(k, keys, n=1)
-                dym = f"; did you mean {hint[0]!r}?" if hint else ""
+                dym = did_you_mean(k, keys)
                 raise self._err(f"{prefix}{k}", f"unknown key{dym}", f"one of: {', '.join(keys)}")
 
     def _need(self, table: Mapping[str, Any], key: str, prefix: str, what: str) -> Any:
@@ -362,10 +357,7 @@ class Report:
 
     def metric(self, model: StepModel, name: Any, key: str) -> str:
         if not isinstance(name, str) or name not in sweep.metric_names(model):
-            import difflib
-
-            hint = difflib.get_close_matches(str(name), sweep.metric_names(model), n=1)
-            dym = f"; did you mean {hint[0]!r}?" if hint else ""
+            dym = did_you_mean(str(name), sweep.metric_names(model))
             raise self._err(
                 key,
                 f"unknown metric {name!r}{dym}",

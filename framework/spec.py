@@ -24,7 +24,7 @@ import cattrs
 import sympy as sp
 
 from stepwall import symbols
-from stepwall.errors import SpecError, UnitError
+from stepwall.errors import SpecError, UnitError, did_you_mean
 from stepwall.units import DIMENSIONLESS, NAMED, Dim, describe, parse_quantity
 
 # Sections a scenario may name from the catalog, and the catalog folder for each.
@@ -167,8 +167,7 @@ def resolve(ref: str, folder: str, *, where: str, key: str, base: Path | None = 
         if c.is_file():
             return c
     names = catalog_names(folder)
-    hint = difflib.get_close_matches(ref, names, n=1)
-    dym = f"; did you mean {hint[0]!r}?" if hint else ""
+    dym = did_you_mean(ref, names)
     raise SpecError(
         where,
         key,
@@ -276,8 +275,7 @@ def _check_value(f: attrs.Attribute, value: Any, where: str, key: str) -> Any:
         return value
     if "choices" in meta:
         if value not in meta["choices"]:
-            hint = difflib.get_close_matches(str(value), meta["choices"], n=1)
-            dym = f"; did you mean {hint[0]!r}?" if hint else ""
+            dym = did_you_mean(str(value), meta["choices"])
             raise SpecError(
                 where,
                 key,
@@ -330,8 +328,7 @@ def structure_section(
         name = key.split(".", 1)[0]
         full = f"{section}.{key}"
         if name not in known or ("." in key and name != "sources"):
-            hint = difflib.get_close_matches(name, sorted(fields), n=1)
-            dym = f"; did you mean {section}.{hint[0]}?" if hint else ""
+            dym = did_you_mean(name, sorted(fields), prefix=f"{section}.", quote=False)
             raise SpecError(
                 where,
                 full,
@@ -407,8 +404,7 @@ def load_scenario(
     if top_level:
         k = top_level[0]
         head = k.split(".", 1)[0]
-        hint = difflib.get_close_matches(head, sorted({s.split(".")[0] for s in sections}), n=1)
-        dym = f"; did you mean {hint[0]}?" if hint else ""
+        dym = did_you_mean(head, sorted({s.split(".")[0] for s in sections}), quote=False)
         raise SpecError(
             flat[k][1], k, f"unknown key{dym}", f"one of the sections: {', '.join(sections)}"
         )
@@ -492,8 +488,7 @@ def _kind_text(value: Any, where: str, key: str) -> str:
 
 
 def _kind_hint(kinds: Mapping[tuple[str, str], KindSpec], section: str, kind: str) -> str:
-    hint = difflib.get_close_matches(kind, sorted(k for s, k in kinds if s == section), n=1)
-    return f"; did you mean {hint[0]!r}?" if hint else ""
+    return did_you_mean(kind, sorted(k for s, k in kinds if s == section))
 
 
 def _kinds_list(kinds: Mapping[tuple[str, str], KindSpec], section: str) -> str:

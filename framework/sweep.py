@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 
 from stepwall import registry
-from stepwall.errors import SpecError
+from stepwall.errors import SpecError, did_you_mean
 from stepwall.model import METRIC_UNITS, METRICS, StepModel, build_model
 from stepwall.spec import load_scenario, parse_set
 
@@ -53,11 +53,9 @@ def pick(model: StepModel, ev: Mapping[str, Any], name: str, where: str = "--met
         members = [t.name for t in model.terms if t.group == name[6:]]
         if members:
             return sum(np.asarray(ev["terms"][n], dtype=float) for n in members)
-    import difflib
 
     names = metric_names(model)
-    hint = difflib.get_close_matches(name, names, n=1)
-    dym = f"; did you mean {hint[0]!r}?" if hint else ""
+    dym = did_you_mean(name, names)
     raise SpecError(
         where,
         name,
