@@ -28,6 +28,9 @@ exactly the built-ins plus the plugins it names; pass ``autoload=True`` to inclu
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +42,26 @@ if TYPE_CHECKING:
     from stepwall.registry import Hooks
     from stepwall.spec import Scenario
 
-__all__ = ["PluginKit", "evaluate", "hooks", "model", "stepwall_plugin"]
+__all__ = ["PluginKit", "evaluate", "hooks", "model", "run_cli", "stepwall_plugin"]
+
+
+def run_cli(*argv: str, pythonpath: str = "", **env: str) -> subprocess.CompletedProcess:
+    """``stepwall ARGV`` in a fresh interpreter, as a user would run it: installed plugins are
+    autoloaded (STEPWALL_DISABLE_PLUGIN_AUTOLOAD is cleared unless ``env`` sets it);
+    ``pythonpath`` is prepended for plugins that are on disk but not installed."""
+    from stepwall.registry import DISABLE_ENV
+
+    environ = {k: v for k, v in os.environ.items() if k != DISABLE_ENV}
+    if pythonpath:
+        environ["PYTHONPATH"] = pythonpath
+    environ.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "stepwall.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=environ,
+        check=False,
+    )
 
 
 def hooks(*plugins: object, autoload: bool = False) -> Hooks:

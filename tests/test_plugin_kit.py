@@ -19,25 +19,14 @@ from stepwall.errors import DimensionError, PluginError
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec
 from stepwall.terms import Term
-from stepwall.testing import evaluate  # the fixture stepwall_plugin comes via pytest11
+from stepwall.testing import (
+    evaluate,  # the fixture stepwall_plugin comes via pytest11
+    run_cli,
+)
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "writing-plugins.md"
 SCENARIO = "k26-b300-tp1-moe"
 FILE_BLOCK = re.compile(r"^```\w+ file=(\S+)\n(.*?)^```$", re.M | re.S)
-
-
-def _cli(*argv: str, pythonpath: str = "", **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != registry.DISABLE_ENV}
-    if pythonpath:
-        environ["PYTHONPATH"] = pythonpath
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "stepwall.cli", *argv],
-        capture_output=True,
-        text=True,
-        env=environ,
-        check=False,
-    )
 
 
 def _write_guide_package(root: Path) -> tuple[Path, Path]:
@@ -69,14 +58,16 @@ def test_guide_plugin_from_scratch(tmp_path: Path) -> None:
     project, site = _write_guide_package(tmp_path)
     path = os.pathsep.join((str(project), str(site)))
 
-    listed = _cli("plugins", "--json", pythonpath=path)
+    listed = run_cli("plugins", "--json", pythonpath=path)
     assert listed.returncode == 0, listed.stderr
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["serial"]["kinds"] == ["hardware:gpu-serial"]
     assert rows["serial"]["version"] == "0.1.0"
 
-    before = _cli("eval", SCENARIO, "--json", pythonpath=path)
-    after = _cli("eval", SCENARIO, "--set", "hardware.kind=gpu-serial", "--json", pythonpath=path)
+    before = run_cli("eval", SCENARIO, "--json", pythonpath=path)
+    after = run_cli(
+        "eval", SCENARIO, "--set", "hardware.kind=gpu-serial", "--json", pythonpath=path
+    )
     assert before.returncode == after.returncode == 0, after.stderr
     b, a = json.loads(before.stdout), json.loads(after.stdout)
     assert a["step_time_s"] > b["step_time_s"]
@@ -98,13 +89,13 @@ def test_guide_plugin_from_scratch(tmp_path: Path) -> None:
 def test_disable_autoload_hides_the_guide_plugin(tmp_path: Path) -> None:
     project, site = _write_guide_package(tmp_path)
     path = os.pathsep.join((str(project), str(site)))
-    off = _cli("plugins", "--json", pythonpath=path, STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
+    off = run_cli("plugins", "--json", pythonpath=path, STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
     assert "serial" not in {r["name"] for r in json.loads(off.stdout)}
 
 
-def test_kit_evaluate_equals_the_cli() -> None:
+def test_kit_evaluate_equals_therun_cli() -> None:
     out = evaluate(SCENARIO)
-    cli = _cli("eval", SCENARIO, "--json", STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
+    cli = run_cli("eval", SCENARIO, "--json", STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
     assert out["step_time_s"] == pytest.approx(json.loads(cli.stdout)["step_time_s"])
     assert [t["name"] for t in out["terms"]] == [t["name"] for t in json.loads(cli.stdout)["terms"]]
 
@@ -228,7 +219,7 @@ def test_broken_entry_points_are_skipped_and_listed(tmp_path: Path) -> None:
     )
     path = os.pathsep.join((str(project), str(site)))
 
-    listed = _cli("plugins", "--json", pythonpath=path)
+    listed = run_cli("plugins", "--json", pythonpath=path)
     assert listed.returncode == 0, listed.stderr
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["serial"]["kinds"] == ["hardware:gpu-serial"]
@@ -238,6 +229,6 @@ def test_broken_entry_points_are_skipped_and_listed(tmp_path: Path) -> None:
         assert problem in rows[name]["problem"]
         assert rows[name]["kinds"] == [] and rows[name]["version"] == "1.0"
 
-    ok = _cli("eval", SCENARIO, "--set", "hardware.kind=gpu-serial", pythonpath=path)
+    ok = run_cli("eval", SCENARIO, "--set", "hardware.kind=gpu-serial", pythonpath=path)
     assert ok.returncode == 0, ok.stderr
     assert "serial" in ok.stdout

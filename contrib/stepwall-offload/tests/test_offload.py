@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 from stepwall import registry
 from stepwall.model import build_model
+from stepwall.testing import run_cli
 
 import stepwall_offload
 from stepwall_offload import plugin
@@ -125,32 +125,20 @@ def attrs_evolve_kinds(scenario, **kinds):
     return attrs.evolve(scenario, kinds={**scenario.kinds, **kinds})
 
 
-def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != registry.DISABLE_ENV}
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "stepwall.cli", *argv],
-        capture_output=True,
-        text=True,
-        env=environ,
-        check=False,
-    )
-
-
 def test_cli_sees_the_installed_plugin() -> None:
-    plugins = _cli("plugins", "--json")
+    plugins = run_cli("plugins", "--json")
     assert plugins.returncode == 0, plugins.stderr
     assert "hardware:gpu-offload" in {k for r in json.loads(plugins.stdout) for k in r["kinds"]}
-    out = _cli("eval", str(GH200), "--json")
+    out = run_cli("eval", str(GH200), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["scenario"] == "k26-gh200-offload"
 
 
 def test_disable_autoload_turns_the_plugin_off() -> None:
-    plugins = _cli("plugins", "--json", STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
+    plugins = run_cli("plugins", "--json", STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
     assert plugins.returncode == 0
     assert "offload" not in {r["name"] for r in json.loads(plugins.stdout)}
-    out = _cli("eval", str(GH200), STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
+    out = run_cli("eval", str(GH200), STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
     assert out.returncode == 2
     assert "no plugin provides kind 'gpu-offload'" in out.stderr
 
