@@ -284,3 +284,21 @@ def test_every_shipped_spec_checks(run, path: Path) -> None:
 def test_catalog_is_not_empty() -> None:
     folders = {p.parent.name for p in SHIPPED}
     assert {"models", "hardware", "clusters", "scenarios"} <= folders
+
+
+def test_sources_table_must_name_fields(tmp_path, capsys) -> None:
+    from stepwall.cli import main
+
+    hw = tmp_path / "my-gpu.toml"
+    hw.write_text('from = "b300"\n[sources]\nhbm_bandwith = "typo"\n', encoding="utf-8")
+    assert main(["check", str(hw)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "hardware.sources" in err and "sources must map field names" in err
+
+
+def test_derive_without_a_key_is_bad_input(capsys) -> None:
+    from stepwall.cli import main
+
+    assert main(["derive", "k26-b300-tp8-ddtree", "wall"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "needs a KEY" in err
