@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import sympy as sp
 
@@ -65,13 +65,44 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     _set_arg(p, "override a spec value, e.g. parallel.tp=16 (repeatable)")
 
 
-def _load(ns: argparse.Namespace) -> StepModel:
-    return build_model(ns.scenario, ns.sets)
+def warn(lines: Sequence[str]) -> None:
+    """One stderr line per warning (plausibility of spec values), each once per run."""
+    for line in lines:
+        if line not in _WARNED:
+            _WARNED.add(line)
+            print(f"stepwall: warning: {line}", file=sys.stderr)
+
+
+_WARNED: set[str] = set()
+
+
+def _load(ns: argparse.Namespace, ref: str | None = None) -> StepModel:
+    warn(registry.default().slow_imports())
+    model = build_model(ref or ns.scenario, ns.sets)
+    warn(model.scenario.warnings)
+    return model
+
+
+def _feasibility_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-infeasible",
+        action="store_true",
+        help="evaluate even where a constraint does not hold (memory, divisibility, …); the "
+        "result is marked infeasible",
+    )
+
+
+def _checked(model: StepModel, allow: bool) -> StepModel:
+    """The model, refused (one-line error, exit 2) where a constraint does not hold."""
+    if not allow:
+        model.check()
+    return model
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:
     _scenario_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _feasibility_arg(p)
 
 
 @command(
@@ -81,7 +112,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 )
 @args(_eval_args)
 def cmd_eval(ns: argparse.Namespace) -> int:
-    model = _load(ns)
+    model = _checked(_load(ns), ns.allow_infeasible)
     s = summary(model)
     if ns.json:
         print(json.dumps(s, indent=2, sort_keys=False))
@@ -105,7 +136,10 @@ def render_breakdown(s: dict[str, Any]) -> str:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = [f"scenario {s['scenario']}", ""]
+    lines = [f"scenario {s['scenario']}"]
+    if s.get("overrides"):
+        lines.append(f"overrides {', '.join(s['overrides'])}")
+    lines.append("")
     for i, r in enumerate(rows):
         lines.append(
             "  ".join(
@@ -129,6 +163,8 @@ def render_breakdown(s: dict[str, Any]) -> str:
     ]
     if any(term["overlap"] for term in s["terms"]):
         lines.append("overlapped terms (same overlap tag) count once in the step, as their Max")
+    for v in s.get("violations", []):
+        lines.append(f"INFEASIBLE            {v['message']}")
     return "\n".join(lines)
 
 
@@ -142,6 +178,7 @@ def _expr_args(p: argparse.ArgumentParser) -> None:
         help="keep this parameter symbolic, e.g. parallel.tp (repeatable)",
     )
     p.add_argument("--latex", action="store_true", help="print LaTeX instead of text")
+    _feasibility_arg(p)
 
 
 @command(
@@ -151,7 +188,7 @@ def _expr_args(p: argparse.ArgumentParser) -> None:
 )
 @args(_expr_args)
 def cmd_expr(ns: argparse.Namespace) -> int:
-    model = _load(ns)
+    model = _checked(_load(ns), ns.allow_infeasible)
     free = [model.parameter(key, "--free") for key in ns.free]
     expr = model.substituted(model.step_time, free)
     if ns.latex:
@@ -177,7 +214,13 @@ def _derive_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--fraction", type=float, default=0.9, help="plateau: experts hit")
     p.add_argument("--symbolic", action="store_true", help="keep other parameters symbolic")
-    p.add_argument("--json", action="store_true", help="print one JSON object per result")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document: the result's object, or for elasticity and regime "
+        '{"kind", "scenario", "results": [...]}',
+    )
+    _feasibility_arg(p)
 
 
 @command(
@@ -200,10 +243,11 @@ def cmd_derive(ns: argparse.Namespace) -> int:
     elif ns.what == "crossover":
         if not ns.against:
             raise SpecError("derive", "--against", "crossover needs a second scenario")
-        other = build_model(ns.against, ns.sets)
+        other = _load(ns, ns.against)
         metric = ns.metric or "tokens_per_s_per_gpu"
         out = [derive.crossover(model, other, ns.key, metric, ns.symbolic)]
     elif ns.what == "elasticity":
+        _checked(model, ns.allow_infeasible)  # a sensitivity at an impossible point means nothing
         at = {}
         for item in ns.at:
             k, sep, v = item.partition("=")
@@ -219,8 +263,15 @@ def cmd_derive(ns: argparse.Namespace) -> int:
     else:
         out = [derive.plateau(model, ns.fraction, ns.symbolic)]
     if ns.json:
-        for d in out:
-            print(json.dumps(d.to_json()))
+        if ns.what in ("elasticity", "regime"):
+            doc: Any = {
+                "kind": ns.what,
+                "scenario": model.scenario.label,
+                "results": [d.to_json() for d in out],
+            }
+        else:
+            doc = out[0].to_json()
+        print(json.dumps(doc, indent=2))
         return 0
     if ns.what == "elasticity":
         print(f"elasticities of {out[0].details['metric']} [{out[0].scenario}]")
@@ -257,7 +308,18 @@ def cmd_check(ns: argparse.Namespace) -> int:
         report.Report(path).render()  # a report is valid when every block renders
         print(f"ok: {path} is a valid report")
         return 0
-    print(check_file(ns.spec, registry.default().kinds))
+    hooks = registry.default()
+    message = check_file(ns.spec, hooks.kinds)
+    target = path if path.is_file() else None
+    if message.startswith("ok:") and "valid scenario" in message:
+        model = build_model(target or ns.spec)
+        warn(model.scenario.warnings)
+        model.check()
+    elif target is not None:
+        from stepwall.model import check_entry
+
+        warn(check_entry(target, message.rsplit(" ", 2)[-2], hooks))
+    print(message)
     return 0
 
 
@@ -273,7 +335,9 @@ def cmd_plugins(ns: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
-        print(f"{r['name']} {r['version']}")
+        secs = r.get("import_seconds")
+        took = f"  (imported in {secs * 1e3:.0f} ms)" if secs is not None else ""
+        print(f"{r['name']} {r['version']}{took}")
         if r["kinds"]:
             print(f"  kinds: {', '.join(r['kinds'])}")
         print(f"  hooks: {', '.join(r['hooks'])}")
@@ -289,8 +353,10 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         required=True,
-        metavar="KEY=V1,V2,…",
-        help="values of a numeric key, units allowed: hardware.hbm_bandwidth=8TB/s,9TB/s "
+        metavar="KEY=VALUES",
+        help="values of a numeric key: a list (parallel.tp=8,16,36,72; units allowed: "
+        "hardware.hbm_bandwidth=8TB/s,9TB/s) or a range: 1..256 (step 1), 8..72:8 (step), "
+        "1..256:x2 (factor), 1..4096:20log or 0.5..1:6lin (points), 7TB/s..9TB/s:0.5TB/s "
         "(repeatable; the grid is the cartesian product)",
     )
     p.add_argument(
@@ -300,6 +366,12 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a metric, group.<group> or term.<term> (repeatable; default: step time and "
         "throughputs)",
+    )
+    p.add_argument(
+        "--feasible-only",
+        action="store_true",
+        help="leave out points where a constraint does not hold (every row has a feasible "
+        "column and names the first violated constraint otherwise)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write .csv or .json instead of a table")
 
@@ -312,8 +384,9 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
 )
 @args(_sweep_args)
 def cmd_sweep(ns: argparse.Namespace) -> int:
-    from stepwall import sweep
+    from stepwall import output, sweep
 
+    target = output.file_target(ns.output, suffixes=(".csv", ".json")) if ns.output else None
     vary = [sweep.parse_vary(v) for v in ns.vary]
     result = sweep.run(
         ns.scenario,
@@ -322,27 +395,22 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
         ns.metric or sweep.DEFAULT_METRICS,
         progress=sweep.ProgressBar(),
     )
-    if not ns.output:
-        print(result.to_table())
+    warn(result.warnings)
+    only = ns.feasible_only
+    if target is None:
+        print(result.to_table(only))
         return 0
-    from pathlib import Path
-
-    out = Path(ns.output)
-    if out.suffix not in (".csv", ".json"):
-        from stepwall.errors import SpecError
-
-        raise SpecError("-o", ns.output, "unknown output format", "a .csv or .json file")
-    out.write_text(result.to_csv() if out.suffix == ".csv" else result.to_json())
-    print(f"wrote {out} ({len(result.rows())} points)")
+    text = result.to_csv(only) if target.suffix == ".csv" else result.to_json(only)
+    output.write_file(target, text)
+    n, ok = result.feasible.size, int(result.feasible.sum())
+    print(f"wrote {target} ({ok if only else n} points; {ok} of {n} feasible)")
     return 0
 
 
 def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", metavar="REPORT", help="catalog name (specs/reports/) or a .toml path")
     _set_arg(p, "override a spec value in every scenario of the report (repeatable)")
-    p.add_argument(
-        "-o", "--output", metavar="DIR", help="output folder (default: docs/reports/NAME)"
-    )
+    p.add_argument("-o", "--output", metavar="DIR", help="output folder (default: out/NAME)")
 
 
 @command(
@@ -354,24 +422,54 @@ def _report_args(p: argparse.ArgumentParser) -> None:
 def cmd_report(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from stepwall import report
+    from stepwall import output, report
 
+    if ns.output:
+        output.folder_target(ns.output)
     rep = report.Report(ns.report, ns.sets)
     out = Path(ns.output) if ns.output else report.default_output(rep)
+    output.folder_target(str(out))
     files = report.write(rep, out)
     print(f"wrote {len(files)} files to {out}")
     return 0
 
 
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("stepwall")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe (``stepwall … | head``), send what is left of stdout nowhere so
+    that Python's exit flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error said in one line (and exit code 2) like every other."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"stepwall: error: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="stepwall",
         description="Closed-form, unit-checked step-time models for distributed LLM "
         "inference, composed from TOML specs by plugins.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    p.add_argument("--version", action="version", version=f"stepwall {_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (_, setup, help_, example) in COMMANDS.items():
         sp_ = sub.add_parser(
             name,
@@ -385,17 +483,25 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
-    ns = p.parse_args(argv)
-    if not ns.command:
-        p.print_help()
-        return 2
+    _WARNED.clear()  # each run warns about each value once
     try:
+        p = parser()
+        try:
+            ns = p.parse_args(argv)
+        except SystemExit as e:  # --help, --version, a usage error: already printed
+            return int(e.code or 0)
+        if not ns.command:
+            p.print_help()
+            return 2
         return COMMANDS[ns.command][0](ns)
     except StepwallError as e:
         print(f"stepwall: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("stepwall: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
+        _quiet_stdout()
         return 0
     except Exception as e:  # an internal error is a bug: say so, keep the trace on request
         if os.environ.get("STEPWALL_DEBUG"):

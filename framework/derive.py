@@ -14,17 +14,18 @@ Before solving, two things make the step time smooth in the key, and every resul
   are resolved to the branch that holds at the scenario's point, or, over a range, split
   into segments on each of which one branch holds.
 
-sympy is run under a time budget (``SYMPY_BUDGET_S``); past it a numeric fallback answers.
+Every search runs inside the feasible region: constraints (memory, divisibility, cluster
+size, …) are evaluated along the key, the range is cut to where they hold, and a result says
+which constraint bounds it. Whether a closed form is attempted is decided by the expression's
+structure (a polynomial of low degree after clearing denominators, or linear in log x), never
+by elapsed time, so the same command prints the same text on an idle and a busy machine.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -34,10 +35,10 @@ import sympy as sp
 from stepwall import symbols
 from stepwall.errors import SpecError
 from stepwall.model import METRICS, StepModel
-from stepwall.plugins.moe_transformer import expected_distinct_experts
+from stepwall.plugins.moe_transformer import tokens_for_expert_fraction
 from stepwall.units import TIME
 
-SYMPY_BUDGET_S = 0.5
+MAX_OPS = 3000  # larger equations are not handed to sympy: bisection answers, and says so
 EPS = sp.Symbol("epsilon", positive=True)
 RELAXED = "ceilings relaxed (ceiling(x) -> Max(x, 1))"
 
@@ -108,74 +109,74 @@ def _jsonable(x: Any) -> Any:
 # ---------------------------------------------------------------------------- helpers
 
 
-class _Timeout(BaseException):
-    """Raised by the alarm; a BaseException so that no ``except Exception`` swallows it."""
-
-
-@contextmanager
-def sympy_budget(seconds: float) -> Iterator[None]:
-    """Give sympy ``seconds`` per call inside this block (reports use a generous budget so
-    that a slower machine does not turn a closed form into a numeric fallback)."""
-    global SYMPY_BUDGET_S
-    old, SYMPY_BUDGET_S = SYMPY_BUDGET_S, seconds
-    try:
-        yield
-    finally:
-        SYMPY_BUDGET_S = old
-
-
-@contextmanager
-def _budget(seconds: float) -> Iterator[None]:
-    """Interrupt sympy after ``seconds`` (main thread on Unix; elsewhere no limit)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(
-        signal, "setitimer"
-    ):
-        yield
-        return
-
-    def alarm(_signum: int, _frame: Any) -> None:
-        raise _Timeout
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def _solve(
-    eq: sp.Expr,
-    sym: sp.Symbol,
-    seconds: float | None = None,
-    check: Mapping[sp.Basic, float] | None = None,
-) -> tuple[list, str]:
-    """sympy's real, positive solutions of eq = 0 (checked at ``check``, the values of the
-    other symbols), or ([], why not)."""
-    seconds = SYMPY_BUDGET_S if seconds is None else seconds
-    try:
-        with _budget(seconds):
-            sols = sp.solve(eq, sym)
-    except _Timeout:
-        return [], f"sympy.solve gave no answer within {seconds:g} s"
-    except (NotImplementedError, ValueError, TypeError) as e:
-        return [], f"sympy.solve: {type(e).__name__}"
+    eq: sp.Expr, sym: sp.Symbol, check: Mapping[sp.Basic, float] | None = None
+) -> tuple[list[sp.Expr], str]:
+    """Closed-form real, positive roots of eq = 0 where one exists by construction, or
+    ([], why not).
+
+    Tried, by structure alone: a numerator polynomial in ``sym`` after clearing denominators
+    (degree ≤ 4 with numeric coefficients, ≤ 2 with symbols), and ``a + b·log(sym)``. Roots
+    are checked at ``check`` (the other symbols' values); a root whose value cannot be judged
+    there is kept for the caller to match numerically."""
+    eq = sp.sympify(eq)
+    if sp.count_ops(eq) > MAX_OPS:
+        return [], f"the equation has over {MAX_OPS} operations: no closed form attempted"
+    if eq.has(sp.Piecewise, sp.Min, sp.Max, sp.ceiling, sp.floor):
+        return [], "branches remain in the equation: no closed form attempted"
+    sols = _roots_polynomial(eq, sym)
+    if sols is None:
+        sols = _roots_log_linear(eq, sym)
+    if sols is None:
+        return [], (
+            f"not polynomial in {sym} after clearing denominators, nor linear in log({sym}) "
+            "(e.g. an exponential in it)"
+        )
+    if isinstance(sols, str):
+        return [], sols
     good = []
-    for s in sols:
+    for r in sols:
         try:
-            v = complex(s.xreplace({EPS: 0.15, **(check or {})}).evalf())
+            v = complex(r.xreplace({EPS: 0.15, **(check or {})}).evalf())
         except (TypeError, ValueError):
-            good.append(s)  # symbols remain: cannot judge here; callers match numerically
+            good.append(r)
             continue
         if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0:
-            good.append(s)
-    return good, "" if good else "sympy.solve found no real positive root"
+            good.append(r)
+    return good, "" if good else "no real positive root"
+
+
+def _roots_polynomial(eq: sp.Expr, sym: sp.Symbol) -> list[sp.Expr] | str | None:
+    num, _ = eq.as_numer_denom()
+    num = sp.expand(num)
+    if not num.is_polynomial(sym):
+        return None
+    poly = sp.Poly(num, sym)
+    deg = poly.degree()
+    has_symbols = bool(num.free_symbols - {sym})
+    if deg < 1:
+        return f"the equation does not depend on {sym}"
+    if deg > (2 if has_symbols else 4):
+        return f"a polynomial of degree {deg} in {sym}: no closed form attempted"
+    return list(sp.roots(poly, multiple=True))
+
+
+def _roots_log_linear(eq: sp.Expr, sym: sp.Symbol) -> list[sp.Expr] | None:
+    """a + b·log(x) = 0 -> x = exp(-a/b) (a tree collective's log2 N against a constant)."""
+    u = sp.Dummy("u")
+    e = sp.expand(sp.expand_log(eq, force=True)).subs(sp.log(sym), u)
+    if sym in e.free_symbols or not e.is_polynomial(u) or sp.Poly(e, u).degree() != 1:
+        return None
+    b, a = sp.Poly(e, u).all_coeffs()
+    return [sp.exp(-a / b)]
 
 
 def parameter(model: StepModel, key: str) -> sp.Symbol:
-    """The Symbol of ``key``; a SpecError naming the closest parameter if there is none."""
-    return model.parameter(key, "derive")
+    """The Symbol of ``key``; a SpecError naming the closest parameter if there is none, or
+    saying that the key is structural (the model's terms depend on its value)."""
+    sym = model.parameter(key, "derive")
+    _check_key(model, sym)
+    return sym
 
 
 def _metric(model: StepModel, metric: str) -> sp.Expr:
@@ -313,12 +314,6 @@ def _is_integer_key(model: StepModel, sym: sp.Symbol) -> bool:
     return float(v).is_integer() and dim == symbols.dim(sp.Integer(1))
 
 
-def _gpus(model: StepModel) -> int:
-    return int(model.values[symbols.lookup("cluster.nodes").symbol]) * int(
-        model.values[symbols.lookup("cluster.gpus_per_node").symbol]
-    )
-
-
 def _val(model: StepModel, path: str, default: float = 1.0) -> float:
     try:
         return float(model.values[symbols.lookup(path).symbol])
@@ -326,29 +321,25 @@ def _val(model: StepModel, path: str, default: float = 1.0) -> float:
         return default
 
 
-def allowed_max(model: StepModel, sym: sp.Symbol) -> tuple[float | None, str]:
-    """The largest value of a parallel degree the cluster and model allow, and why."""
-    g = _gpus(model)
-    tp, ep, dp = (_val(model, f"parallel.{k}") for k in ("tp", "ep", "dp"))
-    name = sym.name
-    if name == "parallel.tp":
-        cap = g // int(ep * dp)
-        return cap, f"tp·ep·dp ≤ {g} cluster GPUs"
-    if name == "parallel.ep":
-        cap = min(g // int(tp * dp), int(_val(model, "model.n_experts", g)))
-        return cap, f"tp·ep·dp ≤ {g} cluster GPUs and ep ≤ routed experts"
-    if name == "parallel.dp":
-        return g // int(tp * ep), f"tp·ep·dp ≤ {g} cluster GPUs"
-    return None, ""
+def _check_key(model: StepModel, sym: sp.Symbol) -> None:
+    if sym.name in model.structural_keys:
+        raise SpecError(
+            "derive",
+            sym.name,
+            "decides which terms the model has (a plugin reads its value while building it): "
+            "the step time is not one expression in it",
+            "a key the model stays symbolic in, such as parallel.tp",
+        )
 
 
 def key_range(model: StepModel, sym: sp.Symbol) -> tuple[float, float]:
-    """The range a derivation scans: [1, allowed max] for degrees, [1, 4096] users for
-    concurrency, [x/16, 16·x] otherwise."""
+    """The range a derivation scans before constraints cut it: [1, 4·cluster GPUs] for
+    parallel degrees, [1, 4096] users for concurrency, [1, 16·x] for other counts, [x/16, 16·x]
+    otherwise."""
     x0 = float(model.values[sym])
-    cap, _ = allowed_max(model, sym)
-    if cap is not None:
-        return 1.0, float(max(cap, 1))
+    if sym.name.startswith("parallel.") and _is_integer_key(model, sym):
+        gpus = _val(model, "cluster.nodes") * _val(model, "cluster.gpus_per_node")
+        return 1.0, float(max(4 * gpus, 16 * x0))
     if sym.name == "workload.concurrency":
         return 1.0, max(4096.0, 16 * x0)
     if _is_integer_key(model, sym):
@@ -356,17 +347,110 @@ def key_range(model: StepModel, sym: sp.Symbol) -> tuple[float, float]:
     return x0 / 16, x0 * 16
 
 
-def feasible(model: StepModel, sym: sp.Symbol, value: float | None) -> tuple[int | None, str]:
-    """``value`` rounded up to a whole degree; None (and why) if the cluster cannot host it."""
-    if value is None or not math.isfinite(value):
+@attrs.frozen
+class Region:
+    """Where along a key every constraint holds.
+
+    ``lo``/``hi`` bound the values where the ordering constraints hold (memory, cluster size,
+    …; the continuous analysis runs there); ``lo_by``/``hi_by`` name the constraint that sets
+    each end ("" when the scan range does). ``whole`` lists, for integer keys, the values where
+    every constraint holds, divisibility included (None for continuous keys). ``empty`` when
+    no value is feasible."""
+
+    lo: float
+    hi: float
+    lo_by: str
+    hi_by: str
+    whole: np.ndarray | None
+    empty: bool = False
+
+    def describe(self, key: str) -> str:
+        if self.empty:
+            return f"no feasible {key} in the range scanned"
+        bits = []
+        if self.lo_by:
+            bits.append(f"{key} ≥ {self.lo:g} ({self.lo_by})")
+        if self.hi_by:
+            bits.append(f"{key} ≤ {self.hi:g} ({self.hi_by})")
+        if self.whole is not None and self.whole.size <= 12:
+            bits.append(f"feasible values {', '.join(f'{v:g}' for v in self.whole)}")
+        return "; ".join(bits)
+
+    def contains(self, x: float) -> bool:
+        return not self.empty and self.lo - 1e-9 * max(1.0, abs(self.lo)) <= x <= self.hi * (
+            1 + 1e-9
+        )
+
+
+def _constraint_masks(
+    model: StepModel, sym: sp.Symbol, x: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[tuple[str, np.ndarray]]]:
+    """Along ``x``: where the ordering constraints hold, where all hold, and each ordering
+    constraint's own mask (divisibility needs whole values: it is left to ``all``)."""
+    ev = model.evaluate({sym: x})
+    order = np.ones(x.shape, dtype=bool)
+    each = []
+    for c in model.constraints:
+        holds = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), x.shape)
+        if not c.relation.has(sp.Mod):
+            order &= holds
+            each.append((c.name, holds))
+    every = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), x.shape)
+    return order, every & order, each
+
+
+def feasible_region(model: StepModel, sym: sp.Symbol, lo: float, hi: float) -> Region:
+    """The part of [lo, hi] where the constraints hold (see `Region`)."""
+    integer = _is_integer_key(model, sym)
+    if integer and hi - lo <= 200_000:
+        x = np.arange(math.ceil(lo), math.floor(hi) + 1, dtype=float)
+    else:
+        x = _grid(lo, hi, 2000)
+    order, every, each = _constraint_masks(model, sym, x)
+    whole = x[every] if integer else None
+    inside = np.flatnonzero(order)
+    if not inside.size:
+        return Region(lo, hi, "", "", whole, True)
+    i0, i1 = int(inside[0]), int(inside[-1])
+
+    def blame(i: int) -> str:
+        return next((name for name, m in each if not m[i]), "")
+
+    a, b = float(x[i0]), float(x[i1])
+    lo_by = blame(i0 - 1) if i0 > 0 else ""
+    hi_by = blame(i1 + 1) if i1 + 1 < x.size else ""
+    if not integer:  # refine the ends between grid points
+        if lo_by:
+            a = _edge(model, sym, float(x[i0 - 1]), a)
+        if hi_by:
+            b = _edge(model, sym, float(x[i1 + 1]), b)
+    return Region(a, b, lo_by, hi_by, whole)
+
+
+def _edge(model: StepModel, sym: sp.Symbol, bad: float, good: float) -> float:
+    """The boundary between an infeasible and a feasible value, by bisection."""
+    for _ in range(60):
+        m = 0.5 * (bad + good)
+        ok = bool(_constraint_masks(model, sym, np.array([m]))[0][0])
+        bad, good = (bad, m) if ok else (m, good)
+        if abs(good - bad) <= 1e-9 * max(1.0, abs(good)):
+            break
+    return good
+
+
+def feasible(
+    model: StepModel, sym: sp.Symbol, value: float | None, region: Region
+) -> tuple[int | None, str]:
+    """The smallest whole value ≥ ``value`` where every constraint holds; None and why when
+    there is none."""
+    if value is None or not math.isfinite(value) or region.whole is None:
         return None, ""
-    if not _is_integer_key(model, sym):
-        return None, ""
-    n = max(1, math.ceil(value - 1e-9))
-    cap, why = allowed_max(model, sym)
-    if cap is not None and n > cap:
-        return None, f"{n} exceeds what the cluster allows ({why}: ≤ {cap})"
-    return n, ""
+    above = region.whole[region.whole >= value - 1e-9]
+    if above.size:
+        return int(above[0]), ""
+    if region.empty or not region.whole.size:
+        return None, f"no {sym.name} satisfies every constraint"
+    return None, f"{math.ceil(value - 1e-9)} is not feasible: {region.describe(sym.name)}"
 
 
 def _prepared(
@@ -475,14 +559,9 @@ def wall(
     method, note = "symbolic", ""
     value: float | None = None
     closed, latex = "", ""
-    try:
-        with _budget(SYMPY_BUDGET_S):
-            fx = sp.expand(f.xreplace({sym: 1 / x}))
-            b_num = fx.xreplace({x: 0})
-            a_num = sp.diff(fx, x).xreplace({x: 0})
-    except _Timeout:
-        b_num = a_num = sp.nan
-        note = f"sympy.expand gave no answer within {SYMPY_BUDGET_S:g} s"
+    fx = sp.expand(f.xreplace({sym: 1 / x}))
+    b_num = fx.xreplace({x: 0})
+    a_num = sp.diff(fx, x).xreplace({x: 0})
     linear = False
     if b_num.is_finite and a_num.is_finite and float(b_num) > 0:
         probe = np.array([1.0, 3.0, 17.0, 1000.0]) * max(x0, 1.0)
@@ -496,19 +575,17 @@ def wall(
             value, note = None, f"t does not fall with {key} (A = {A:g} ≤ 0): no wall"
         else:
             value = A / (eps * B)
-        if f_sym is not None:
-            try:
-                with _budget(SYMPY_BUDGET_S * 2):
-                    fsx = sp.expand(f_sym.xreplace({sym: 1 / x}))
-                    b_s = fsx.xreplace({x: 0})
-                    a_s = sp.diff(fsx, x).xreplace({x: 0})
-                a_str, b_str = str(a_s), str(b_s)
-                a_tex = sp.latex(a_s, symbol_names=symbols.latex_names())
-                b_tex = sp.latex(b_s, symbol_names=symbols.latex_names())
-            except (_Timeout, ValueError, TypeError):
-                a_str, b_str = f"{A:.6g}", f"{B:.6g}"
-                a_tex, b_tex = a_str, b_str
-                note = "symbolic A, B not found within the budget; shown numerically"
+        if f_sym is not None and sp.count_ops(f_sym) <= MAX_OPS:
+            fsx = sp.expand(f_sym.xreplace({sym: 1 / x}))
+            b_s = fsx.xreplace({x: 0})
+            a_s = sp.diff(fsx, x).xreplace({x: 0})
+            a_str, b_str = str(a_s), str(b_s)
+            a_tex = sp.latex(a_s, symbol_names=symbols.latex_names())
+            b_tex = sp.latex(b_s, symbol_names=symbols.latex_names())
+        elif f_sym is not None:
+            a_str, b_str = f"{A:.6g}", f"{B:.6g}"
+            a_tex, b_tex = a_str, b_str
+            note = f"the symbolic step time has over {MAX_OPS} operations; A, B shown numerically"
         else:
             a_str, b_str = f"{A:.6g}", f"{B:.6g}"
             a_tex, b_tex = a_str, b_str
@@ -543,7 +620,7 @@ def wall(
                 definition,
                 "numeric",
                 f"no wall: {t_inf_s}",
-                model.scenario.name,
+                model.scenario.label,
                 details,
             )
         g = lambda n: float(fn(n)) / t_inf - 1 - eps  # noqa: E731
@@ -553,9 +630,15 @@ def wall(
         details["t_inf_s"] = t_inf
         closed = f"root of t(N)/{t_inf:.6g} - 1 - {eps:g}"
         latex = closed
-    feas, why = feasible(model, sym, value)
+    region = feasible_region(model, sym, *key_range(model, sym))
+    feas, why = feasible(model, sym, value, region)
+    details["feasible_region"] = region.describe(key)
     if why:
         note = (note + "; " if note else "") + why
+    elif feas is not None and value is not None and feas > math.ceil(value - 1e-9):
+        note = (note + "; " if note else "") + (
+            f"the first whole {key} ≥ {value:.4g} where every constraint holds is {feas}"
+        )
     if value is not None:
         t_inf = details["t_inf_s"]
         ev = lambda n: float(_exact(model, metric, sym, float(n)))  # noqa: E731
@@ -579,7 +662,7 @@ def wall(
         definition,
         method,
         note,
-        model.scenario.name,
+        model.scenario.label,
         details,
     )
 
@@ -617,9 +700,12 @@ def optimum(
     sym = parameter(model, key)
     expr = _metric(model, metric)
     minimize = _minimize_sense(metric)
-    lo, hi = key_range(model, sym)
+    region = feasible_region(model, sym, *key_range(model, sym))
+    if region.empty:
+        return _none("optimum", model, key, f"{metric} has no optimum: " + region.describe(key))
+    lo, hi = region.lo, region.hi
     f = model.substituted(relax(expr), [sym])
-    segs = _segments(f, sym, lo, hi)
+    segs = _segments(f, sym, lo, hi) if hi > lo else [_Segment(lo, hi, f, ())]
     fn = _f(f, sym)
     sign = 1.0 if minimize else -1.0
     cost = lambda v: sign * float(fn(v))  # noqa: E731
@@ -655,13 +741,14 @@ def optimum(
     monotone = bool(np.all(np.diff(ys) <= 1e-15 * np.abs(ys[1:])) or np.all(np.diff(ys) >= 0))
     method = "numeric" if (where == "stationary" and not closed) else "symbolic"
     definition = (
-        f"{key} where d({metric})/d{key} = 0 inside [{lo:g}, {hi:g}] "
+        f"{key} where d({metric})/d{key} = 0 inside the feasible range [{lo:g}, {hi:g}] "
         f"({'minimum' if minimize else 'maximum'}), else a kink between branches, else the "
         f"bound; {RELAXED}; Piecewise/Min/Max resolved on {len(segs)} segment(s) of the range"
     )
     if where == "bound":
+        by = region.lo_by if x == lo else region.hi_by
         note = ("monotone: best at the bound" if monotone else "best at the bound") + (
-            f" {key} = {x:g}"
+            f" {key} = {x:g}" + (f", set by constraint {by}" if by else "")
         )
         closed = f"{x:g}"
         value = x
@@ -682,7 +769,7 @@ def optimum(
         if symbolic and closed:
             vals = {**model.values, sym: x}
             g = resolve(relax(expr), vals)
-            sols, why = _solve(sp.diff(g, sym), sym, SYMPY_BUDGET_S * 2)
+            sols, why = _solve(sp.diff(g, sym), sym, vals)
             match = [s for s in sols if abs(_num(s, vals) - x) <= 1e-4 * max(1.0, x)]
             if match:
                 closed = match[0]
@@ -708,17 +795,22 @@ def optimum(
         "metric": metric,
         "metric_at_value_relaxed": float(fn(value)),
     }
+    details["feasible_region"] = region.describe(key)
     feas = None
-    if _is_integer_key(model, sym):
-        ints = np.arange(math.ceil(lo), math.floor(hi) + 1, dtype=float)
-        ev = np.asarray(_exact(model, metric, sym, ints), dtype=float) * np.ones_like(ints)
-        order = ev if minimize else -ev
-        details["best_integer_exact"] = int(ints[int(np.argmin(order))])
-        near = [n for n in (math.floor(value), math.ceil(value)) if lo <= n <= hi]
-        feas = min(near, key=lambda n: sign * float(ev[int(n - ints[0])])) if near else None
-        details["metric_at_feasible_exact"] = (
-            float(ev[int(feas - ints[0])]) if feas is not None else None
-        )
+    if region.whole is not None:
+        if region.whole.size:
+            ints = region.whole
+            ev = np.asarray(_exact(model, metric, sym, ints), dtype=float) * np.ones_like(ints)
+            best_i = int(np.argmin(ev if minimize else -ev))
+            feas = int(ints[best_i])
+            details["metric_at_feasible_exact"] = float(ev[best_i])
+            if feas not in (math.floor(value), math.ceil(value)):
+                note += (
+                    f"; the best whole {key} where every constraint holds is {feas} "
+                    f"({region.describe(key)})"
+                )
+        else:
+            note += f"; no whole {key} satisfies every constraint"
     return Derivation(
         "optimum",
         key,
@@ -729,9 +821,14 @@ def optimum(
         definition,
         method,
         note,
-        model.scenario.name,
+        model.scenario.label,
         details,
     )
+
+
+def _none(kind: str, model: StepModel, key: str, why: str) -> Derivation:
+    """A derivation with no answer, and why (e.g. no feasible value)."""
+    return Derivation(kind, key, None, None, "none", "", why, "numeric", why, model.scenario.label)
 
 
 # ---------------------------------------------------------------------------- crossover
@@ -743,7 +840,7 @@ def _axis(model: StepModel, sym: sp.Symbol, expr: sp.Expr, x: sp.Symbol) -> tupl
     if sym.name == "workload.concurrency":
         dp = _val(model, "parallel.dp")
         f = model.substituted(relax(expr), [sym]).xreplace({sym: x / dp})
-        return f, f"{model.scenario.name}: {dp:g} replica(s), each x/{dp:g} users"
+        return f, f"{model.scenario.label}: {dp:g} replica(s), each x/{dp:g} users"
     return model.substituted(relax(expr), [sym]).xreplace({sym: x}), ""
 
 
@@ -765,8 +862,12 @@ def crossover(
     lo1, hi1 = key_range(model, sym)
     lo2, hi2 = key_range(other, sym)
     lo, hi = max(lo1, lo2), min(hi1, hi2)
+    scale1 = scale2 = 1.0
     if sym.name == "workload.concurrency":
         lo, hi = 1.0, max(hi1, hi2)
+        scale1, scale2 = _val(model, "parallel.dp"), _val(other, "parallel.dp")
+    r1 = feasible_region(model, sym, lo / scale1, hi / scale1)
+    r2 = feasible_region(other, sym, lo / scale2, hi / scale2)
     g1, g2 = _f(f1, x), _f(f2, x)
     diff_fn = lambda v: float(g1(v)) - float(g2(v))  # noqa: E731
     grid = _grid(lo, hi, 800)
@@ -774,11 +875,13 @@ def crossover(
         dv = (np.asarray(g1(grid), dtype=float) - np.asarray(g2(grid), dtype=float)) * np.ones_like(
             grid
         )
-    roots = []
+    roots, dropped = [], []
     for i in range(1, len(grid)):
         if np.sign(dv[i]) != np.sign(dv[i - 1]) and np.sign(dv[i]) != 0:
-            roots.append(_bisect(diff_fn, grid[i - 1], grid[i]))
-    n1, n2 = model.scenario.name, other.scenario.name
+            r = _bisect(diff_fn, grid[i - 1], grid[i])
+            ok = r1.contains(r / scale1) and r2.contains(r / scale2)
+            (roots if ok else dropped).append(r)
+    n1, n2 = model.scenario.label, other.scenario.label
     axis_note = "; ".join(d for d in (d1, d2) if d)
     definition = (
         f"{key} = x where {metric}[{n1}](x) = {metric}[{n2}](x), x in [{lo:g}, {hi:g}]; "
@@ -792,7 +895,18 @@ def crossover(
         "roots": roots,
         "at_lo": {n1: float(g1(lo)), n2: float(g2(lo))},
         "at_hi": {n1: float(g1(hi)), n2: float(g2(hi))},
+        "feasible_region": {n1: r1.describe(key), n2: r2.describe(key)},
+        "infeasible_crossings": dropped,
     }
+    if not roots and dropped:
+        why = (
+            f"the metrics cross only where a constraint fails (x = "
+            f"{', '.join(f'{d:.4g}' for d in dropped)}): {n1}: {r1.describe(key)}; "
+            f"{n2}: {r2.describe(key)}"
+        )
+        return Derivation(
+            "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
+        )
     if not roots:
         lead = n1 if dv[len(dv) // 2] > 0 else n2
         ratio_lo = float(g1(lo)) / float(g2(lo))
@@ -811,10 +925,14 @@ def crossover(
     h = resolve(f1, vals) - resolve(f2, vals)
     sols, why = _solve(h, x)
     match = [s for s in sols if abs(_num(s, {}) - r) <= 1e-4 * max(1.0, r)]
+    if dropped:
+        why = (why + "; " if why else "") + (
+            f"{len(dropped)} crossing(s) where a constraint fails left out"
+        )
     if match:
         method, closed = "symbolic", str(match[0])
         latex = sp.latex(match[0])
-        note = ""
+        note = why if dropped else ""
     else:
         method = "numeric"
         closed = f"root of {metric}[{n1}] - {metric}[{n2}] in [{lo:g}, {hi:g}]"
@@ -825,6 +943,8 @@ def crossover(
     before = n1 if diff_fn(max(lo, r * 0.9)) > 0 else n2
     note = (note + "; " if note else "") + f"{before} leads below x = {r:.4g}"
     feas = math.ceil(r - 1e-9) if _is_integer_key(model, sym) else None
+    if feas is not None and not (r1.contains(feas / scale1) and r2.contains(feas / scale2)):
+        feas = None
     return Derivation(
         "crossover", key, r, feas, closed, latex, definition, method, note, n1, details
     )
@@ -876,7 +996,7 @@ def elasticity(
                 definition,
                 "symbolic",
                 "",
-                model.scenario.name,
+                model.scenario.label,
                 {
                     "metric": metric,
                     "metric_value": f0,
@@ -896,7 +1016,10 @@ def elasticity(
 def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivation]:
     """Which step-time term is largest over KEY's range, and where that changes."""
     sym = parameter(model, key)
-    lo, hi = key_range(model, sym)
+    region = feasible_region(model, sym, *key_range(model, sym))
+    if region.empty:
+        return [_none("regime", model, key, region.describe(key))]
+    lo, hi = region.lo, region.hi
     rel = [model.substituted(relax(t.expr), [sym]) for t in model.terms]
     fns = [_f(e, sym) for e in rel]
     grid = _grid(lo, hi, 600)
@@ -905,8 +1028,8 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
     dom = np.argmax(vals, axis=0)
     names = [t.name for t in model.terms]
     definition = (
-        f"{key} where the largest step-time term changes, over [{lo:g}, {hi:g}]; "
-        f"{RELAXED}; Piecewise/Min/Max resolved at each change"
+        f"{key} where the largest step-time term changes, over the feasible range "
+        f"[{lo:g}, {hi:g}]; {RELAXED}; Piecewise/Min/Max resolved at each change"
     )
     spans: list[list[Any]] = []
     changes = []
@@ -933,7 +1056,7 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
             hs = resolve(relax(model.terms[a].expr), full) - resolve(
                 relax(model.terms[b].expr), full
             )
-            ss, _ = _solve(hs, sym, SYMPY_BUDGET_S * 2)
+            ss, _ = _solve(hs, sym, full)
             sm = [s for s in ss if abs(_num(s, full) - r) <= 1e-4 * max(1.0, r)]
             if sm:
                 match = sm
@@ -947,13 +1070,13 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
                 "regime",
                 key,
                 r,
-                math.ceil(r - 1e-9) if _is_integer_key(model, sym) else None,
+                feasible(model, sym, r, region)[0],
                 closed,
                 sp.latex(match[0]) if match else "",
                 definition,
                 method,
                 note,
-                model.scenario.name,
+                model.scenario.label,
                 {**details_common, "from": names[a], "to": names[b]},
             )
         )
@@ -969,7 +1092,7 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
                 definition,
                 "numeric",
                 f"{names[dom[0]]} dominates over the whole range [{lo:g}, {hi:g}]",
-                model.scenario.name,
+                model.scenario.label,
                 {**details_common, "from": names[dom[0]], "to": None},
             )
         )
@@ -988,35 +1111,35 @@ def plateau(model: StepModel, fraction: float = 0.9, symbolic: bool = False) -> 
         raise SpecError("derive", "model.n_experts", "the model has no routed experts")
     E = symbols.lookup("model.n_experts").symbol
     k = symbols.lookup("model.experts_per_token").symbol
-    C = symbols.lookup("workload.concurrency").symbol
     phi = sp.Symbol("phi", positive=True)
     M = sp.sympify(model.decoding.verify_tokens)
     m_ = sp.Symbol("M", positive=True)
-    eq = expected_distinct_experts(E, k, C * m_) / E - phi
-    probe = {**model.values, phi: fraction, m_: 1.0}
-    sols, why = _solve(eq, C, SYMPY_BUDGET_S * 3, probe)
+    # T = C·M tokens hit φ·E experts in expectation: the law inverted for T, divided by M
+    general = tokens_for_expert_fraction(E, k, phi) / m_
     method, note = "symbolic", ""
-    if sols:
-        general = sols[0]
-    else:  # the law inverted by hand; say so
-        general = sp.log(1 - phi) / (m_ * sp.log(1 - k / E))
-        note = f"{why}; the law inverted by hand"
     cstar = general.xreplace({m_: M})
     ar = general.xreplace({m_: sp.Integer(1)})
     vals = {**model.values, phi: fraction}
     value = _num(cstar, vals)
-    ratio = sp.simplify(ar / cstar)
+    ratio = M  # C*(M = 1) / C*(M): the law depends on C only through T = C·M
     closed_expr = cstar if symbolic else cstar.xreplace({phi: sp.Float(fraction)})
     definition = (
         "C* where expected distinct experts hit per step E·(1 − (1 − k/E)^(C·M)) reaches "
         f"φ·E (φ = {fraction:g}); T = C·M tokens per replica per step (M verify tokens per "
         "user), uniform top-k routing"
     )
-    ratio_note = (
-        f"C*(autoregressive)/C* = {ratio} = {_num(ratio, vals):g} (the verify width M); "
-        "the law's symbols E, k, M are kept, φ substituted unless --symbolic"
-    )
-    note = f"{note}; {ratio_note}" if note else ratio_note
+    m_value = _num(M, vals)
+    if m_value == 1:
+        ratio_note = (
+            "this scenario verifies one token per user (M = 1): C* is the autoregressive "
+            "plateau itself"
+        )
+    else:
+        ratio_note = (
+            f"C*(autoregressive)/C* = M = {ratio} = {m_value:g}: verifying M tokens per user "
+            "reaches the plateau with M times fewer users"
+        )
+    note = ratio_note + "; the law's symbols E, k, M are kept, φ substituted unless --symbolic"
     details = {
         "fraction": fraction,
         "verify_tokens": _num(M, vals),
@@ -1025,7 +1148,7 @@ def plateau(model: StepModel, fraction: float = 0.9, symbolic: bool = False) -> 
         "tokens_per_step": value * _num(M, vals),
         "autoregressive_cstar": _num(ar, vals),
         "ratio_autoregressive_over_this": str(ratio),
-        "ratio_value": _num(ratio, vals),
+        "ratio_value": m_value,
     }
     return Derivation(
         "plateau",
@@ -1037,6 +1160,6 @@ def plateau(model: StepModel, fraction: float = 0.9, symbolic: bool = False) -> 
         definition,
         method,
         note,
-        model.scenario.name,
+        model.scenario.label,
         details,
     )

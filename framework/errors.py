@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 
 def did_you_mean(word: str, choices: Iterable[str], *, prefix: str = "", quote: bool = True) -> str:
@@ -26,14 +28,45 @@ class StepwallError(Exception):
 class SpecError(StepwallError, ValueError):
     """A spec (TOML file, catalog reference or --set override) is wrong."""
 
-    def __init__(self, where: str, key: str, problem: str, expected: str = "") -> None:
+    def __init__(
+        self, where: str, key: str, problem: str, expected: str = "", *, why: str = ""
+    ) -> None:
         self.where, self.key, self.problem, self.expected = where, key, problem, expected
-        super().__init__(str(self))
+        self.why = why
+        super().__init__(where, key, problem, expected)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_spec_error, (self.where, self.key, self.problem, self.expected, self.why))
 
     def __str__(self) -> str:
-        loc = f"{self.where}:{self.key}" if self.key else self.where
-        tail = f" (expected {self.expected})" if self.expected else ""
+        where = shown_path(self.where)
+        loc = f"{where}:{self.key}" if self.key else where
+        if self.expected:
+            tail = f" (expected {self.expected})"
+        else:
+            tail = f" ({self.why})" if self.why else ""
         return _one_line(f"{loc}: {self.problem}{tail}")
+
+
+def shown_path(where: str) -> str:
+    """A file as a user should read it: ``specs/hardware/b300.toml`` for the catalog, relative
+    to the working folder when inside it, else as given."""
+    p = Path(where)
+    if not where or not p.is_absolute():
+        return where
+    p = p.resolve()
+    from stepwall.spec import catalog_root  # the catalog's place depends on the install
+
+    for base in (catalog_root().parent, Path.cwd()):
+        try:
+            return p.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return where
+
+
+def _spec_error(where: str, key: str, problem: str, expected: str, why: str) -> SpecError:
+    return SpecError(where, key, problem, expected, why=why)
 
 
 class UnitError(StepwallError, ValueError):

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import sympy as sp
 
     from stepwall.spec import KindSpec, Scenario
-    from stepwall.terms import Collective, Decoding, Layout, Op, Term, Workload
+    from stepwall.terms import Collective, Constraint, Decoding, Layout, Op, Term, Workload
 
 hookspec = pluggy.HookspecMarker("stepwall")
 hookimpl = pluggy.HookimplMarker("stepwall")
@@ -91,4 +91,19 @@ def stepwall_device_memory(scenario: Scenario, workload: Workload) -> sp.Expr | 
 def stepwall_fixed_terms(scenario: Scenario, workload: Workload, decoding: Decoding) -> list[Term]:
     """Contribute fixed or calibrated terms (per step, per layer). Not firstresult: every
     plugin's terms are added to the step.
+    """
+
+
+@hookspec
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    """State the relations this plugin's laws assume, as `Constraint`s (e.g.
+    ``n_dense_layers <= n_layers``, ``1 <= tau <= M``, heads divisible by ``tp``).
+
+    Called after the terms are made. A configuration that violates one never produces a
+    number: ``eval`` refuses it naming the first key, ``sweep`` marks the row infeasible,
+    ``derive`` searches only where all hold. The composer adds its own: resident memory fits
+    and every term is ≥ 0. Not firstresult: every plugin's list is used; return [] for
+    sections you do not own.
     """

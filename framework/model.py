@@ -13,6 +13,7 @@ Expressions stay symbolic in every parameter; numbers enter only in `evaluate`, 
 from __future__ import annotations
 
 import difflib
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
@@ -24,9 +25,10 @@ import numpy as np
 import sympy as sp
 
 from stepwall import registry, symbols
-from stepwall.errors import PluginError, SpecError
-from stepwall.spec import Scenario, catalog_root, load_scenario
-from stepwall.terms import Decoding, Layout, Term, Workload
+from stepwall.constraints import Violation, composer_constraints, violation
+from stepwall.errors import PluginError, SpecError, shown_path
+from stepwall.spec import Scenario, load_scenario
+from stepwall.terms import Constraint, Decoding, Layout, Term, Workload
 
 METRICS = (
     "step_time_s",
@@ -38,6 +40,17 @@ METRICS = (
     "memory_capacity_per_gpu",
     "weight_bytes_per_gpu",
     "kv_bytes_per_gpu",
+)
+# Metrics that describe a configuration rather than its performance: meaningful even where it
+# is infeasible (they say why: 527 GB resident of 275 GB usable). The others are withheld there.
+DIAGNOSTIC_METRICS = frozenset(
+    {
+        "gpus",
+        "memory_bytes_per_gpu",
+        "memory_capacity_per_gpu",
+        "weight_bytes_per_gpu",
+        "kv_bytes_per_gpu",
+    }
 )
 METRIC_UNITS = {
     "step_time_s": "s",
@@ -52,6 +65,13 @@ METRIC_UNITS = {
 }
 
 
+@attrs.define(eq=False)
+class _Compiled:
+    """The model's one ``lambdify``: made on first evaluation, shared across same-shape models."""
+
+    fn: Any = None
+
+
 @attrs.frozen
 class StepModel:
     """Terms, how they combine, the metrics, and the values to substitute."""
@@ -62,6 +82,10 @@ class StepModel:
     layout: Layout
     workload: Workload
     metrics: Mapping[str, sp.Expr]
+    constraints: tuple[Constraint, ...] = ()
+    structural_keys: frozenset[str] = frozenset()  # numeric keys whose value shaped the model
+    # the lambdified model, shared by every StepModel of the same shape (see `build_model`)
+    compiled: _Compiled = attrs.field(factory=lambda: _Compiled(), eq=False, repr=False)
 
     @property
     def step_time(self) -> sp.Expr:
@@ -76,16 +100,20 @@ class StepModel:
         """Every parameter of the scenario, in a stable order (by path)."""
         return tuple(sorted(self.scenario.values, key=lambda s: s.name))
 
-    @cached_property
+    @property
     def _compiled(self) -> Any:
-        exprs = [self.metrics[m] for m in METRICS] + [t.expr for t in self.terms]
-        exprs += [e for op in self.workload.ops for e in (op.bytes, op.flops)]
-        return sp.lambdify(self.parameters, exprs, modules="numpy", cse=True)
+        if self.compiled.fn is None:
+            exprs = [self.metrics[m] for m in METRICS] + [t.expr for t in self.terms]
+            exprs += [e for op in self.workload.ops for e in (op.bytes, op.flops)]
+            exprs += [c.relation for c in self.constraints]
+            self.compiled.fn = sp.lambdify(self.parameters, exprs, modules="numpy", cse=True)
+        return self.compiled.fn
 
     def evaluate(self, overrides: Mapping[sp.Symbol | str, Any] | None = None) -> dict[str, Any]:
-        """Metrics, term times and per-GPU op work (bytes, FLOPs), numerically. ``overrides``
-        maps parameters (Symbol or path) to values or numpy arrays (broadcast together, for
-        vectorized sweeps)."""
+        """Metrics, term times, per-GPU op work (bytes, FLOPs) and constraints, numerically.
+        ``overrides`` maps parameters (Symbol or path) to values or numpy arrays (broadcast
+        together, for vectorized sweeps). ``constraints`` maps each constraint's name to
+        whether it holds; ``feasible`` is all of them and every metric finite."""
         vals = dict(self.scenario.values)
         for k, v in (overrides or {}).items():
             try:
@@ -101,12 +129,48 @@ class StepModel:
         result = dict(zip(METRICS, out[: len(METRICS)], strict=True))
         n, k = len(METRICS), len(self.terms)
         result["terms"] = dict(zip((t.name for t in self.terms), out[n : n + k], strict=True))
-        work = out[n + k :]
+        w = 2 * len(self.workload.ops)
+        work = out[n + k : n + k + w]
         result["ops"] = {
             op.name: {"bytes": work[2 * i], "flops": work[2 * i + 1]}
             for i, op in enumerate(self.workload.ops)
         }
+        holds = out[n + k + w :]
+        result["constraints"] = {
+            c.name: np.asarray(h, dtype=bool) for c, h in zip(self.constraints, holds, strict=True)
+        }
+        feasible = np.asarray(True)
+        for h in result["constraints"].values():
+            feasible = feasible & h
+        for m in METRICS:
+            feasible = feasible & np.isfinite(np.asarray(result[m], dtype=float))
+        result["feasible"] = feasible
         return result
+
+    def violations(self, evaluated: Mapping[str, Any] | None = None) -> list[Violation]:
+        """The constraints that do not hold at the scenario's point, each in words (a metric
+        that is not finite counts as one)."""
+        ev = evaluated or self.evaluate()
+        out = [
+            violation(self, c)
+            for c in self.constraints
+            if not bool(np.all(ev["constraints"][c.name]))
+        ]
+        if not out and not bool(np.all(ev["feasible"])):
+            bad = [m for m in METRICS if not np.all(np.isfinite(np.asarray(ev[m], dtype=float)))]
+            why = "a parameter is zero or out of its physical range"
+            c = Constraint("finite", sp.true, why, (), "stepwall")
+            out.append(Violation(c, self.scenario.label, "", f"{', '.join(bad)} is not finite"))
+        return out
+
+    def check(self) -> None:
+        """Raise a one-line SpecError for the first constraint that does not hold."""
+        found = self.violations()
+        if found:
+            v = found[0]
+            more = f" [and {len(found) - 1} more]" if len(found) > 1 else ""
+            why = v.constraint.message + (f"; {v.hint}" if v.hint else "")
+            raise SpecError(v.where, v.key, v.text + more, why=why)
 
     def parameter(self, key: str, where: str = "parameter") -> sp.Symbol:
         """The Symbol of a spec path in this scenario; else a SpecError naming the closest."""
@@ -153,10 +217,53 @@ def build_model(
     sets: Iterable[str] = (),
     hooks: registry.Hooks | None = None,
 ) -> StepModel:
-    """Run the flow: decoding -> partition -> model work -> compute, collective, fixed terms."""
+    """Run the flow: decoding -> partition -> model work -> compute, collective, fixed terms.
+
+    Models of the same shape (same kinds, choices and flags, and the same values of the keys a
+    plugin read while building: `StepModel.structural_keys`) differ only in the numbers
+    substituted, so the expressions and their compiled function are built once per shape and
+    plugin manager, and reused with the new scenario's values."""
     hooks = hooks or registry.default()
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario, hooks.kinds, sets)
+    shape = shape_key(scenario)
+    for reads, known in hooks.models.get(shape, ()):
+        if all(_value_of(scenario, path) == v for path, v in reads):
+            return attrs.evolve(known, scenario=_with_constants(scenario, known.values))
+    model = _build(scenario, hooks)
+    reads = tuple(sorted((path, _value_of(scenario, path)) for path in model.structural_keys))
+    hooks.remember(shape, reads, model)
+    return model
+
+
+def shape_key(scenario: Scenario) -> tuple[Any, ...]:
+    """What fixes a model's shape besides the structural keys: the kinds and every field
+    that is not a number (choices, flags)."""
+    parts: list[Any] = [tuple(sorted(scenario.kinds.items()))]
+    for name in sorted(scenario.sections):
+        obj = scenario.sections[name]
+        parts += [
+            (name, f.name, repr(getattr(obj, f.name)))
+            for f in attrs.fields(type(obj))
+            if "dim" not in f.metadata
+        ]
+    return tuple(parts)
+
+
+def _value_of(scenario: Scenario, path: str) -> Any:
+    section, _, name = path.rpartition(".")
+    return getattr(scenario.sections[section], name, None) if section in scenario.sections else None
+
+
+def _with_constants(scenario: Scenario, values: Mapping[sp.Symbol, float]) -> Scenario:
+    """The scenario's values plus the physical constants among ``values``."""
+    known = symbols.constant_values()
+    constants = {s: v for s, v in values.items() if s in known}
+    return attrs.evolve(scenario, values={**constants, **scenario.values})
+
+
+def _build(scenario: Scenario, hooks: registry.Hooks) -> StepModel:
+    """The flow itself, for a scenario whose shape was not built before."""
     kinds = scenario.kinds
 
     def need(result: Any, hook: str, section: str) -> Any:
@@ -197,13 +304,14 @@ def build_model(
         "stepwall_fixed_terms", scenario=scenario, workload=workload, decoding=decoding
     )
     terms = [*compute, *comm, *decoding.terms, *(t for ts in fixed for t in ts)]
-    for t in terms:
-        if not isinstance(t, Term):
-            raise PluginError(f"a plugin returned {type(t).__name__} where a Term was expected")
     names = [t.name for t in terms]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise PluginError(f"two terms share the name {dupes[0]!r}; term names must be unique")
+        owners = sorted({t.plugin for t in terms if t.name == dupes[0]})
+        raise PluginError(
+            f"plugin {' and plugin '.join(owners)}: two terms are named {dupes[0]!r}; "
+            "term names must be unique"
+        )
 
     resident = hooks.call("stepwall_device_memory", scenario=scenario, workload=workload)
     if resident is None:
@@ -223,31 +331,87 @@ def build_model(
         "kv_bytes_per_gpu": workload.kv_bytes_per_gpu,
         "memory_capacity_per_gpu": capacity,
     }
-    # Physical constants (symbols.constant) that the metrics use join the values, wherever
-    # a plugin declared them; constants no metric uses stay out of the parameters.
-    used = set().union(*(sp.sympify(e).free_symbols for e in metrics.values()))
-    constants = {s: v for s, v in symbols.constant_values().items() if s in used}
-    scenario = attrs.evolve(scenario, values={**constants, **scenario.values})
-    return StepModel(scenario, tuple(terms), decoding, layout, workload, metrics)
+    stated = hooks.call(
+        "stepwall_constraints",
+        scenario=scenario,
+        decoding=decoding,
+        layout=layout,
+        workload=workload,
+    )
+    # the degrees that shrink resident memory, those the scenario sets first
+    levers = sorted(
+        (s.name for s in sp.sympify(resident).free_symbols if s.name.startswith("parallel.")),
+        key=lambda k: (k not in scenario.provenance, k),
+    )
+    constraints = [  # the plugins' first: a root cause reads better than its symptom
+        *(c for cs in stated for c in cs),
+        *composer_constraints(terms, resident, capacity, levers),
+    ]
+    cnames = [c.name for c in constraints]
+    dupes = sorted({n for n in cnames if cnames.count(n) > 1})
+    if dupes:
+        owners = sorted({c.plugin for c in constraints if c.name == dupes[0]})
+        raise PluginError(
+            f"plugin {' and plugin '.join(owners)}: two constraints are named {dupes[0]!r}; "
+            "constraint names must be unique"
+        )
+    # Physical constants (symbols.constant) that the model uses join the values, wherever
+    # a plugin declared them; constants it does not use stay out of the parameters.
+    exprs = [*metrics.values(), *(c.relation for c in constraints)]
+    used = set().union(*(sp.sympify(e).free_symbols for e in exprs))
+    constants = {k: v for k, v in symbols.constant_values().items() if k in used}
+    scenario = _with_constants(scenario, constants)
+    return StepModel(
+        scenario,
+        tuple(terms),
+        decoding,
+        layout,
+        workload,
+        metrics,
+        tuple(constraints),
+        frozenset(scenario.reads),
+    )
 
 
-def display_path(origin: str) -> str:
-    """A spec file as users should read it: relative to the catalog when it is in it."""
-    if not origin or origin == "--set":
-        return origin
-    p = Path(origin)
-    try:
-        return str(p.resolve().relative_to(catalog_root().parent))
-    except ValueError:
-        return str(p)
+def check_entry(path: Path, section: str, hooks: registry.Hooks | None = None) -> list[str]:
+    """Check a catalog entry's own constraints (those whose keys all lie in ``section``, e.g.
+    ``n_dense_layers <= n_layers`` for a model) by putting it into the first catalog scenario
+    of the same kind; raise a SpecError for a violated one. Returns plausibility warnings."""
+    import tempfile
+
+    from stepwall.spec import catalog_names
+
+    hooks = hooks or registry.default()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in catalog_names("scenarios"):
+            probe = Path(tmp) / "probe.toml"
+            probe.write_text(f'from = "{name}"\n{section} = {json.dumps(str(path.resolve()))}\n')
+            try:
+                model = build_model(probe, hooks=hooks)
+            except SpecError as e:
+                if "kind" in e.key or "unknown key" in e.problem:
+                    continue  # a scenario of another kind: try the next
+                raise
+            ev = model.evaluate()
+            for c in model.constraints:
+                local = c.keys and all(k.startswith(section + ".") for k in c.keys)
+                if local and not bool(np.all(ev["constraints"][c.name])):
+                    v = violation(model, c)
+                    raise SpecError(str(path), v.key, v.text, why=c.message)
+            return list(model.scenario.warnings)
+    return []
 
 
 def summary(model: StepModel) -> dict[str, Any]:
     """The `stepwall eval --json` object."""
     ev = model.evaluate()
     used, cap = float(ev["memory_bytes_per_gpu"]), float(ev["memory_capacity_per_gpu"])
+    violations = model.violations(ev)
     return {
         "scenario": model.scenario.name,
+        "overrides": list(model.scenario.overrides),
+        "feasible": not violations,
+        "violations": [v.to_json() for v in violations],
         "step_time_s": float(ev["step_time_s"]),
         "tokens_per_s_per_user": float(ev["tokens_per_s_per_user"]),
         "tokens_per_s": float(ev["tokens_per_s"]),
@@ -268,7 +432,7 @@ def summary(model: StepModel) -> dict[str, Any]:
                 "unit": ""
                 if symbols.lookup(path).dim.dimensionless
                 else str(symbols.lookup(path).dim),
-                "file": display_path(model.scenario.provenance.get(path, "")),
+                "file": shown_path(model.scenario.provenance.get(path, "")),
                 "source": text,
             }
             for path, text in sorted(model.scenario.sources.items())

@@ -17,6 +17,7 @@ import functools
 import importlib
 import importlib.metadata
 import os
+import time
 from typing import Any
 
 import pluggy
@@ -51,9 +52,14 @@ class Hooks:
         pm: pluggy.PluginManager,
         problems: dict[str, str] | None = None,
         lenient: frozenset[str] = frozenset(),
+        import_seconds: dict[str, float] | None = None,
     ) -> None:
         self.pm = pm
         self.problems: dict[str, str] = dict(problems or {})
+        self.import_seconds: dict[str, float] = dict(import_seconds or {})
+        # built models by shape (`stepwall.model.build_model`), most recent last
+        self.models: dict[Any, list[tuple[Any, Any]]] = {}
+        self._order: list[Any] = []
         self.kinds: dict[tuple[str, str], KindSpec] = {}
         for impl in pm.hook.stepwall_spec_kinds.get_hookimpls():  # registration order
             name = pm.get_name(impl.plugin) or "?"
@@ -68,7 +74,8 @@ class Hooks:
             self.kinds.update(claims)
 
     def call(self, hook: str, **kwargs: Any) -> Any:
-        """Call a hook with keyword arguments; a plugin's exception names the plugin."""
+        """Call a hook with keyword arguments; a plugin's exception, or a result of the wrong
+        type, is a `PluginError` naming the plugin and the hook."""
         caller = getattr(self.pm.hook, hook)
         impls = caller.get_hookimpls()
         firstresult = caller.spec.opts.get("firstresult", False)
@@ -84,10 +91,29 @@ class Hooks:
                 raise PluginError(f"plugin {name}: {hook} raised {type(e).__name__}: {e}") from e
             if out is None:
                 continue
+            _check_result(hook, out, self.pm.get_name(impl.plugin) or "?")
             if firstresult:
                 return out
             results.append(out)
         return None if firstresult else results
+
+    def remember(self, shape: Any, reads: Any, model: Any, keep: int = 256) -> None:
+        """Keep a built model for its shape (at most ``keep`` shapes, least recent dropped)."""
+        self.models.setdefault(shape, []).append((reads, model))
+        if shape in self._order:
+            self._order.remove(shape)
+        self._order.append(shape)
+        while len(self._order) > keep:
+            self.models.pop(self._order.pop(0), None)
+
+    def slow_imports(self, limit: float = 1.0) -> list[str]:
+        """A line for each plugin whose import took over ``limit`` seconds."""
+        return [
+            f"plugin {name} took {s:.1f} s to import; every command pays it "
+            f"(STEPWALL_DISABLE_PLUGIN_AUTOLOAD=1 skips installed plugins)"
+            for name, s in sorted(self.import_seconds.items())
+            if s > limit
+        ]
 
     def plugin_of(self, section: str, kind: str) -> str:
         spec = self.kinds.get((section, kind))
@@ -100,7 +126,13 @@ class Hooks:
             hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or () if h.name != "_")
             kinds = sorted(f"{s}:{k}" for (s, k), spec in self.kinds.items() if spec.plugin == name)
             rows.append(
-                {"name": name, "version": _version_of(plugin), "kinds": kinds, "hooks": hooks}
+                {
+                    "name": name,
+                    "version": _version_of(plugin),
+                    "kinds": kinds,
+                    "hooks": hooks,
+                    "import_seconds": self.import_seconds.get(name, 0.0),
+                }
             )
         for name, problem in sorted(self.problems.items()):
             rows.append(
@@ -113,6 +145,48 @@ class Hooks:
                 }
             )
         return rows
+
+
+def _returns() -> dict[str, tuple[type, bool]]:
+    """What each hook returns: (type, whether a list of it)."""
+    import sympy as sp
+
+    from stepwall.terms import Constraint, Decoding, Layout, Term, Workload
+
+    return {
+        "stepwall_decoding": (Decoding, False),
+        "stepwall_partition": (Layout, False),
+        "stepwall_model_work": (Workload, False),
+        "stepwall_compute_terms": (Term, True),
+        "stepwall_collective_terms": (Term, True),
+        "stepwall_fixed_terms": (Term, True),
+        "stepwall_constraints": (Constraint, True),
+        "stepwall_device_memory": (sp.Expr, False),
+    }
+
+
+def _check_result(hook: str, out: Any, plugin: str) -> None:
+    want = _returns().get(hook)
+    if want is None:
+        return
+    kind, many = want
+    if many:
+        if not isinstance(out, list | tuple):
+            raise PluginError(
+                f"plugin {plugin}: {hook} returned {type(out).__name__} where a list of "
+                f"{kind.__name__} was expected"
+            )
+        bad = next((x for x in out if not isinstance(x, kind)), None)
+        if bad is not None:
+            raise PluginError(
+                f"plugin {plugin}: {hook} returned a list holding {type(bad).__name__} where "
+                f"each item must be a {kind.__name__}"
+            )
+    elif not isinstance(out, kind):
+        raise PluginError(
+            f"plugin {plugin}: {hook} returned {type(out).__name__} where a {kind.__name__} "
+            "was expected"
+        )
 
 
 def _claims(
@@ -176,8 +250,12 @@ def build(extra: tuple[object, ...] = (), autoload: bool | None = None) -> Hooks
     """
     pm = pluggy.PluginManager("stepwall")
     pm.add_hookspecs(hookspecs)
+    seconds: dict[str, float] = {}
     for modname in BUILTIN_PLUGINS:
-        pm.register(importlib.import_module(modname), name=modname.rsplit(".", 1)[-1])
+        start = time.perf_counter()
+        module = importlib.import_module(modname)
+        seconds[modname.rsplit(".", 1)[-1]] = time.perf_counter() - start
+        pm.register(module, name=modname.rsplit(".", 1)[-1])
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
@@ -190,8 +268,10 @@ def build(extra: tuple[object, ...] = (), autoload: bool | None = None) -> Hooks
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             if pm.get_plugin(ep.name) is not None or ep.name in problems:
                 continue
+            start = time.perf_counter()
             try:
                 plugin = ep.load()
+                seconds[ep.name] = time.perf_counter() - start
             except Exception as e:
                 problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
                 continue
@@ -206,7 +286,7 @@ def build(extra: tuple[object, ...] = (), autoload: bool | None = None) -> Hooks
     for plugin in extra:
         if not pm.is_registered(plugin):
             _register(pm, plugin, getattr(plugin, "__name__", None))
-    return Hooks(pm, problems, frozenset(lenient))
+    return Hooks(pm, problems, frozenset(lenient), seconds)
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None) -> None:

@@ -27,7 +27,7 @@ import sympy as sp
 
 from stepwall import registry, sweep, symbols
 from stepwall.errors import SpecError, StepwallError, UnitError, did_you_mean
-from stepwall.model import METRIC_UNITS, StepModel, build_model
+from stepwall.model import DIAGNOSTIC_METRICS, METRIC_UNITS, StepModel, build_model
 from stepwall.spec import catalog_root, read_toml, resolve
 from stepwall.units import parse_unit
 
@@ -36,9 +36,6 @@ PLOTS = ("breakdown", "metric_vs_key", "latency_throughput")
 DERIVATIONS = ("wall", "optimum", "crossover", "elasticity", "regime", "plateau")
 GROUP_ORDER = ("moe", "dense", "attention", "comm", "base", "spec")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-REPORT_SYMPY_BUDGET_S = 30.0
 
 
 def csv_number(value: object) -> str:
@@ -87,6 +84,16 @@ def fmt(value: Any, spec: str) -> str:
 # ---------------------------------------------------------------- placeholders
 
 
+class Infeasible:
+    """What a placeholder finds for a performance metric of an infeasible scenario."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+INFEASIBLE = "infeasible"
+
+
 class Namespace:
     """What placeholders can name: ``alias.METRIC`` / ``alias.group.G`` / ``alias.term.T`` /
     ``alias.param.KEY`` / ``alias.fits``; ``DERIV.value`` and the other Derivation fields;
@@ -98,7 +105,11 @@ class Namespace:
 
     def get(self, path: str, where: str, key: str) -> Any:
         if path in self.scalars:
-            return self.scalars[path]
+            value = self.scalars[path]
+            if isinstance(value, Infeasible):
+                raise SpecError(where, key, f"{path} has no value: {value.why}",
+                                "a feasible scenario (see its violations)")  # fmt: skip
+            return value
 
         dym = did_you_mean(path, sorted(self.scalars))
         raise SpecError(
@@ -196,6 +207,10 @@ def evaluate_expression(text: str, ns: Namespace, where: str, key: str) -> Any:
                 )
             table = ns.tables[name]
             row, col = (str(x) for x in labels)
+            cell = table.get(row, {}).get(col)
+            if isinstance(cell, Infeasible):
+                raise SpecError(where, key, f"{ast.unparse(node)} has no value: {cell.why}",
+                                "a feasible cell")  # fmt: skip
             if row not in table or col not in table[row]:
                 raise SpecError(
                     where,
@@ -260,6 +275,27 @@ def fill(text: str, ns: Namespace, where: str, key: str) -> str:
 
 
 # ---------------------------------------------------------------- the report
+
+FEASIBLE, VIOLATION = "__feasible__", "__violation__"
+
+
+def _reason(model: StepModel, violation: str) -> str:
+    """A sweep names the first failing constraint; say what it means."""
+    said = {c.name: c.message for c in model.constraints}
+    return f"{violation}: {said[violation]}" if violation in said else violation
+
+
+def _withheld(series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Performance metrics of infeasible points become NaN (a gap in a plot, "infeasible" in
+    a table); diagnostic metrics (memory, GPUs) keep their values: they say why."""
+    bad = ~series[FEASIBLE].astype(bool)
+    if bad.any():
+        for m, v in series.items():
+            if m not in (FEASIBLE, VIOLATION) and m not in DIAGNOSTIC_METRICS:
+                v = np.array(v, dtype=float)
+                v[bad] = np.nan
+                series[m] = v
+    return series
 
 
 class Report:
@@ -341,8 +377,15 @@ class Report:
     def _publish(self, alias: str, model: StepModel) -> None:
         ev = model.evaluate()
         s = self.ns.scalars
+        broken = model.violations(ev)
         for name in sweep.metric_names(model):
+            if broken and name not in DIAGNOSTIC_METRICS:
+                s[f"{alias}.{name}"] = Infeasible(
+                    f"scenario {alias} is infeasible ({broken[0].line})"
+                )
+                continue
             s[f"{alias}.{name}"] = float(np.asarray(sweep.pick(model, ev, name), dtype=float))
+        s[f"{alias}.feasible"] = not broken
         for sym, v in model.values.items():
             s[f"{alias}.param.{sym.name}"] = float(v)
         s[f"{alias}.fits"] = bool(ev["memory_bytes_per_gpu"] <= ev["memory_capacity_per_gpu"])
@@ -381,9 +424,13 @@ class Report:
         model = self.models[alias]
         if key is None:
             ev = model.evaluate()
-            return {
+            out = {
                 m: np.atleast_1d(np.asarray(sweep.pick(model, ev, m), dtype=float)) for m in metrics
             }
+            broken = model.violations(ev)
+            out[FEASIBLE] = np.array([not broken])
+            out[VIOLATION] = np.array([broken[0].line if broken else ""], dtype=object)
+            return _withheld(out)
         if not isinstance(key, str) or not isinstance(values, list) or not values:
             raise self._err(
                 at,
@@ -401,19 +448,16 @@ class Report:
             loc = e.key if e.where in ("--set", "--vary") else f"{e.where}:{e.key}"
             raise self._err(at, f"{loc}: {e.problem}", e.expected) from None
         self._track(res.model)
-        return dict(res.results)
+        out = dict(res.results)
+        out[FEASIBLE] = np.asarray(res.feasible).reshape(-1)
+        out[VIOLATION] = np.asarray(res.violation).reshape(-1)
+        return _withheld(out)
 
     # ---- blocks
 
     def render(self) -> str:
-        """The Markdown. Derivations get a generous sympy budget here: a report must come out
-        the same on a slower machine, not switch a closed form to its numeric fallback."""
-        from stepwall import derive
-
-        with derive.sympy_budget(REPORT_SYMPY_BUDGET_S):
-            return self._render()
-
-    def _render(self) -> str:
+        """The Markdown (derivations choose closed forms by structure, not time, so a slower
+        machine renders the same bytes)."""
         title = self.doc.get("title", self.name)
         lines = [f"# {fill(str(title), self.ns, self.where, 'title')}", ""]
         if "description" in self.doc:
@@ -545,6 +589,7 @@ class Report:
         cols = self._axis(self._need(b, "columns", at, "an axis"), at + "columns")
         grid: dict[str, dict[str, float]] = {}
         shown: dict[str, dict[str, str]] = {}
+        reasons: dict[str, str] = {}  # row -> the first constraint that fails in it
         for r in rows:
             grid[r["label"]], shown[r["label"]] = {}, {}
         # each (alias, key) pair is one vectorized sweep over all the values it needs
@@ -573,8 +618,18 @@ class Report:
                 key = cell.get("key")
                 allv, allm = need[(alias, key)]
                 data = self.series(alias, key, allv, allm, at + "rows")
-                v = float(data[metric][allv.index(cell["value"]) if key else 0]) / scale
+                j = allv.index(cell["value"]) if key else 0
+                v = float(data[metric][j]) / scale
                 grid[r["label"]][c["label"]] = v
+                if not data[FEASIBLE][j]:
+                    reasons.setdefault(r["label"], _reason(model, str(data[VIOLATION][j])))
+                    if metric not in DIAGNOSTIC_METRICS:
+                        shown[r["label"]][c["label"]] = INFEASIBLE
+                        grid[r["label"]][c["label"]] = Infeasible(  # type: ignore[assignment]
+                            f"{tid}[{r['label']!r}][{c['label']!r}] is infeasible "
+                            f"({reasons[r['label']]})"
+                        )
+                        continue
                 shown[r["label"]][c["label"]] = fmt(v, cell.get("format") or "")
         self.ns.tables[tid] = grid
         corner = str(b.get("corner", ""))
@@ -586,6 +641,8 @@ class Report:
         lines.append("|" + "|".join([":---"] + ["---:"] * len(cols)) + "|")
         for r in rows:
             lines.append("| " + " | ".join([r["label"], *shown[r["label"]].values()]) + " |")
+        for label, why in reasons.items():
+            lines += ["", f"Infeasible ({label}): {why}"]
         lines += ["", f"Data: [{tid}.csv]({tid}.csv)"]
         if "caption" in b:
             lines += ["", fill(str(b["caption"]).strip(), self.ns, self.where, at + "caption")]
@@ -593,7 +650,12 @@ class Report:
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(head)
         for r in rows:
-            w.writerow([r["label"], *(csv_number(grid[r["label"]][c["label"]]) for c in cols)])
+            cells = shown[r["label"]]
+            w.writerow([
+                r["label"],
+                *(INFEASIBLE if cells[c["label"]] == INFEASIBLE
+                  else csv_number(grid[r["label"]][c["label"]]) for c in cols),
+            ])  # fmt: skip
         self.outputs[f"{tid}.csv"] = buf.getvalue().encode()
         return lines
 
@@ -973,19 +1035,25 @@ def _svg(fig: Any) -> bytes:
 def plot_breakdown(
     bars: list[str], groups: list[str], stacks: list[list[float]], title: str
 ) -> bytes:
-    """Stacked bars of step time (ms) by term group, one bar per scenario or key value."""
+    """Stacked bars of step time (ms) by term group, one bar per scenario or key value; an
+    infeasible configuration (NaN times) gets no bar and the word "infeasible"."""
     fig, ax = _figure(max(5.0, 1.0 + 0.9 * len(bars)), 4.2)
     x = np.arange(len(bars))
+    data = np.array(stacks, dtype=float).reshape(len(bars), len(groups))
+    bad = np.isnan(data).any(axis=1)
+    data[bad] = 0.0
     bottom = np.zeros(len(bars))
     for j, g in enumerate(groups):
-        h = np.array([s[j] for s in stacks])
+        h = data[:, j]
         ax.bar(x, h, 0.6, bottom=bottom, label=g, color=_COLORS[j % len(_COLORS)])
         bottom += h
-    for xi, total in zip(x, bottom, strict=True):
-        ax.text(xi, total, f"{total:.1f}", ha="center", va="bottom", fontsize=8)
+    for xi, total, no in zip(x, bottom, bad, strict=True):
+        ax.text(xi, total, "infeasible" if no else f"{total:.1f}", ha="center", va="bottom",
+                fontsize=8)  # fmt: skip
     ax.set_xticks(x, bars, fontsize=7)
     ax.set_ylabel("step time [ms]")
-    ax.set_ylim(0, float(bottom.max()) * 1.12 if len(bars) else 1)
+    top = float(bottom.max()) if len(bars) else 0.0
+    ax.set_ylim(0, top * 1.12 if top > 0 else 1)
     ax.legend(
         fontsize=7,
         ncols=min(len(groups), 6),
@@ -1039,7 +1107,8 @@ def plot_latency_throughput(
     for label, x, y, tags in points:
         ax.plot(x, y, marker="o", markersize=3.5, label=label)
         for xi, yi, t in zip(x, y, tags, strict=True):
-            ax.annotate(t, (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6)
+            if math.isfinite(xi) and math.isfinite(yi):  # infeasible points are gaps
+                ax.annotate(t, (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6)
     ax.set_xscale("log")
     ax.set_xlabel("tokens/s per GPU")
     ax.set_ylabel("tokens/s per user")
@@ -1075,16 +1144,14 @@ def _version(dist: str) -> str:
 
 
 def default_output(report: Report) -> Path:
-    return Path("docs") / "reports" / report.name
+    """Where a report goes without ``-o``: ``out/NAME`` under the working folder."""
+    return Path("out") / report.name
 
 
 def write(report: Report, out: Path) -> list[Path]:
-    """Render and write REPORT.md, plots and CSVs into ``out``; return the files written."""
+    """Render REPORT.md, plots and CSVs and write them as the folder ``out``, atomically
+    (built aside, then moved into place); return the files written."""
+    from stepwall.output import write_folder
+
     text = report.render()
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, data in sorted({"REPORT.md": text.encode(), **report.outputs}.items()):
-        p = out / name
-        p.write_bytes(data)
-        written.append(p)
-    return written
+    return write_folder(out, dict(sorted({"REPORT.md": text.encode(), **report.outputs}.items())))

@@ -25,10 +25,12 @@ import sympy as sp
 
 from stepwall import symbols
 from stepwall.errors import SpecError, UnitError, did_you_mean
-from stepwall.units import DIMENSIONLESS, NAMED, Dim, describe, parse_quantity
+from stepwall.units import DIMENSIONLESS, NAMED, Dim, describe, implausible, parse_quantity
 
 # Sections a scenario may name from the catalog, and the catalog folder for each.
 CATALOG_DIRS = {"model": "models", "hardware": "hardware", "cluster": "clusters"}
+# Sections every scenario needs: the flow calls a plugin for each.
+REQUIRED_SECTIONS = ("model", "hardware", "cluster", "cluster.scale_up")
 # Keys any section may carry besides its fields.
 META_KEYS = ("kind", "name", "description", "source", "sources", "from")
 
@@ -93,7 +95,13 @@ class KindSpec:
 
 @attrs.frozen
 class Scenario:
-    """A validated scenario: structured sections, SI values, and where each value came from."""
+    """A validated scenario: structured sections, SI values, and where each value came from.
+
+    Plugins read a section as ``scenario.model`` or ``scenario.section("cluster.scale_up")``
+    (a `SectionView`) and its parameters (Symbols) as ``scenario.params.model.n_layers``.
+    Reading a numeric field's *value* makes the model's shape depend on it: the path is
+    recorded in ``reads`` (see `StepModel.structural_keys`).
+    """
 
     name: str
     origin: str
@@ -102,23 +110,81 @@ class Scenario:
     values: Mapping[sp.Symbol, float]
     provenance: Mapping[str, str]  # spec path -> the file (or "--set") that set it
     sources: Mapping[str, str] = attrs.field(factory=dict)  # spec path -> cited source
+    overrides: tuple[str, ...] = ()  # the --set assignments applied, in order
+    warnings: tuple[str, ...] = ()  # values far outside their quantity's physical range
+    reads: set[str] = attrs.field(factory=set, eq=False, repr=False)
 
-    def section(self, path: str) -> Any:
-        return self.sections[path]
+    @property
+    def label(self) -> str:
+        """The name, with the overrides applied to it: ``k26-b300-tp8-ddtree [parallel.tp=16]``."""
+        return f"{self.name} [{', '.join(self.overrides)}]" if self.overrides else self.name
+
+    def section(self, path: str) -> SectionView:
+        return SectionView(self.sections[path], path, self.reads)
 
     def __getattr__(self, name: str) -> Any:
         sections = object.__getattribute__(self, "sections")
         if name in sections:
-            return sections[name]
+            return SectionView(sections[name], name, object.__getattribute__(self, "reads"))
         raise AttributeError(name)
 
     def value(self, path: str) -> float:
+        self.reads.add(path)
         return self.values[symbols.lookup(path).symbol]
+
+    def field(self, path: str) -> attrs.Attribute | None:
+        """The declaration of a numeric field (``parallel.tp``), or None."""
+        section, _, name = path.rpartition(".")
+        obj = self.sections.get(section)
+        f = attrs.fields_dict(type(obj)).get(name) if obj is not None else None
+        return f if f is not None and "dim" in f.metadata else None
+
+    def file_of(self, path: str) -> str:
+        """The file that set ``path`` (or "--set"); the scenario's own file when a plugin
+        default supplied it."""
+        section = path
+        while section:
+            if section in self.provenance:
+                return self.provenance[section]
+            section = section.rpartition(".")[0]
+        return self.origin
 
     @property
     def params(self) -> _Params:
         """Symbolic view: ``scenario.params.hardware.hbm_bandwidth`` is that Symbol."""
         return _Params(self, "")
+
+
+class SectionView:
+    """Read-only access to one validated section (an attrs object of the owning plugin).
+
+    Reading a numeric field records ``section.field`` in the scenario's ``reads``: a value
+    read while the model is built decides its shape (which terms exist), so a sweep over that
+    key builds one model per value instead of evaluating one model over all of them.
+    """
+
+    __slots__ = ("_obj", "_path", "_reads")
+
+    def __init__(self, obj: Any, path: str, reads: set[str]) -> None:
+        object.__setattr__(self, "_obj", obj)
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_reads", reads)
+
+    def __getattr__(self, name: str) -> Any:
+        obj = object.__getattribute__(self, "_obj")
+        value = getattr(obj, name)
+        f = attrs.fields_dict(type(obj)).get(name)
+        if f is not None and "dim" in f.metadata:
+            object.__getattribute__(self, "_reads").add(f"{self._path}.{name}")
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"section {self._path} is read-only")
+
+    @property
+    def fields(self) -> type:
+        """The attrs class of this section's kind."""
+        return type(object.__getattribute__(self, "_obj"))
 
 
 class _Params:
@@ -155,7 +221,7 @@ def resolve(ref: str, folder: str, *, where: str, key: str, base: Path | None = 
     """A catalog name (``b300``) or a path (``./my-gpu.toml``) -> the file."""
     if not isinstance(ref, str) or not ref:
         raise SpecError(where, key, f"reference {ref!r} is not a name", f"a {folder} name")
-    looks_like_path = "/" in ref or ref.endswith(".toml")
+    looks_like_path = "/" in ref or ref.endswith(".toml") or Path(ref).exists()
     candidates = []
     if looks_like_path:
         p = Path(ref)
@@ -167,6 +233,16 @@ def resolve(ref: str, folder: str, *, where: str, key: str, base: Path | None = 
         if c.is_file():
             return c
     names = catalog_names(folder)
+    if looks_like_path:
+        found = next((c for c in candidates if c.exists()), None)
+        what = (
+            "not found"
+            if found is None
+            else ("is a folder" if found.is_dir() else "is not a regular file")
+        )
+        if not key:  # the file named on the command line
+            raise SpecError(ref, "", what, f"a TOML file, or a {folder} name")
+        raise SpecError(where, key, f"{ref}: {what}", "a TOML file")
     dym = did_you_mean(ref, names)
     raise SpecError(
         where,
@@ -176,16 +252,51 @@ def resolve(ref: str, folder: str, *, where: str, key: str, base: Path | None = 
     )
 
 
+MAX_NESTING = 32  # tables within tables: specs need 3 levels; deeper is a mistake or an attack
+
+
 def read_toml(path: Path) -> dict[str, Any]:
+    """A spec file's TOML; a one-line error when it is missing, empty, not UTF-8, not TOML
+    or nested absurdly deep."""
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(str(path), "", f"TOML syntax error: {e}") from None
-    except UnicodeDecodeError as e:
-        raise SpecError(str(path), "", f"not UTF-8 text (byte {e.start})", "a TOML file") from None
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise SpecError(str(path), "", "is a folder", "a TOML file") from None
+    except FileNotFoundError:
+        raise SpecError(str(path), "", "not found", "a TOML file") from None
     except OSError as e:
         raise SpecError(str(path), "", f"cannot read file: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(str(path), "", f"is not UTF-8 (byte {e.start})", "a TOML file") from None
+    if _depth(text) > MAX_NESTING:
+        raise SpecError(str(path), "", f"nests tables more than {MAX_NESTING} deep",
+                        "a spec of a few levels")  # fmt: skip
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(str(path), "", f"TOML syntax error: {e}") from None
+    except RecursionError:
+        raise SpecError(str(path), "", "nests too deep to read", "a spec of a few levels") from None
+    if not doc:
+        raise SpecError(str(path), "", "is empty", "a TOML spec with keys")
+    return doc
+
+
+def _depth(text: str) -> int:
+    """An upper bound on how deep inline tables and arrays nest (brackets outside strings are
+    counted roughly: enough to refuse a 400-deep file before the parser recurses)."""
+    depth = best = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "\n":
+            depth = max(depth, 0)
+    return best
 
 
 def _flatten(doc: Mapping[str, Any], origin: str, prefix: str = "") -> Flat:
@@ -219,9 +330,11 @@ def _load_flat(path: Path, folder: str, stack: tuple[Path, ...]) -> Flat:
     return {**base, **flat}
 
 
-def _expand_references(flat: Flat, stack: tuple[Path, ...]) -> Flat:
-    """Replace ``model = "name"`` / ``[model] from = "name"`` by the entry's keys."""
+def _expand_references(flat: Flat, stack: tuple[Path, ...]) -> tuple[Flat, dict[str, str]]:
+    """Replace ``model = "name"`` / ``[model] from = "name"`` by the entry's keys; also
+    return, per section, the catalog file it was read from (where a missing key is blamed)."""
     out = dict(flat)
+    files: dict[str, str] = {}
     for section, folder in CATALOG_DIRS.items():
         # `model = "…"` and `[model] from = "…"` may both be present when a scenario starts
         # from another: the one merged last (the more derived file) wins.
@@ -235,11 +348,9 @@ def _expand_references(flat: Flat, stack: tuple[Path, ...]) -> Flat:
         value, origin = ref
         if isinstance(value, dict):
             continue
-        entry = _load_flat(
-            resolve(value, folder, where=origin, key=key, base=Path(origin).parent),
-            folder,
-            stack,
-        )
+        found = resolve(value, folder, where=origin, key=key, base=Path(origin).parent)
+        files[section] = str(found)
+        entry = _load_flat(found, folder, stack)
         overrides = {k: v for k, v in out.items() if k.startswith(section + ".")}
         for k in overrides:
             del out[k]
@@ -247,7 +358,7 @@ def _expand_references(flat: Flat, stack: tuple[Path, ...]) -> Flat:
         merged = {f"{section}.{k}": v for k, v in entry.items()}
         merged.update(overrides)
         out.update(merged)
-    return out
+    return out, files
 
 
 def parse_set(assignment: str) -> tuple[str, Any]:
@@ -267,7 +378,9 @@ def parse_set(assignment: str) -> tuple[str, Any]:
 # ---------------------------------------------------------------- validation
 
 
-def _check_value(f: attrs.Attribute, value: Any, where: str, key: str) -> Any:
+def _check_value(
+    f: attrs.Attribute, value: Any, where: str, key: str, warnings: list[str] | None = None
+) -> Any:
     meta = f.metadata
     if meta.get("bool"):
         if not isinstance(value, bool):
@@ -294,22 +407,44 @@ def _check_value(f: attrs.Attribute, value: Any, where: str, key: str) -> Any:
         magnitude, found = parse_quantity(value)
     except UnitError as e:
         raise SpecError(where, key, str(e), describe(dim)) from None
+    if found == DIMENSIONLESS and dim != found and isinstance(value, int | float):
+        if not math.isfinite(magnitude):
+            raise SpecError(where, key, f"{value!r} is not a finite number", describe(dim))
+        raise SpecError(where, key, f"{value!r} has no unit", describe(dim))
+    return check_magnitude(f, magnitude, found, repr(value), where, key, warnings)
+
+
+def check_magnitude(
+    f: attrs.Attribute,
+    magnitude: float,
+    found: Dim,
+    shown: str,
+    where: str,
+    key: str,
+    warnings: list[str] | None = None,
+) -> float | int:
+    """An SI magnitude of dimension ``found`` checked against a numeric field: dimension,
+    finiteness, bounds, whole number; a value far outside its quantity's physical range adds
+    a warning. ``shown`` is how the value reads in a message."""
+    meta = f.metadata
+    dim: Dim = meta["dim"]
     if not math.isfinite(magnitude):
-        raise SpecError(where, key, f"{value!r} is not a finite number", describe(dim))
+        raise SpecError(where, key, f"{shown} is not a finite number", describe(dim))
     if found != dim:
-        if found == DIMENSIONLESS and isinstance(value, int | float):
-            raise SpecError(where, key, f"{value!r} has no unit", describe(dim))
-        raise SpecError(where, key, f"{value!r} is a {found} quantity, not {dim}", describe(dim))
+        raise SpecError(where, key, f"{shown} is a {found} quantity, not {dim}", describe(dim))
     low, inclusive, high = meta["minimum"], meta["inclusive"], meta["maximum"]
     if magnitude < low or (magnitude == low and not inclusive):
         bound = f"≥ {low:g}" if inclusive else f"> {low:g}"
-        raise SpecError(where, key, f"{value!r} is out of range", f"a value {bound}")
+        raise SpecError(where, key, f"{shown} is out of range", f"a value {bound}")
     if high is not None and magnitude > high:
-        raise SpecError(where, key, f"{value!r} is out of range", f"a value ≤ {high:g}")
+        raise SpecError(where, key, f"{shown} is out of range", f"a value ≤ {high:g}")
     if meta["integer"]:
         if magnitude != int(magnitude):
-            raise SpecError(where, key, f"{value!r} is not a whole number", "an integer")
+            raise SpecError(where, key, f"{shown} is not a whole number", "an integer")
         return int(magnitude)
+    odd = implausible(magnitude, dim)
+    if odd and warnings is not None:
+        warnings.append(f"{where}:{key}: {shown} is {odd}")
     return magnitude
 
 
@@ -317,7 +452,7 @@ _converter = cattrs.Converter(forbid_extra_keys=True)
 
 
 def structure_section(
-    section: str, spec: KindSpec, raw: Flat, where_default: str
+    section: str, spec: KindSpec, raw: Flat, where_default: str, warnings: list[str] | None = None
 ) -> tuple[Any, dict[sp.Symbol, float]]:
     """Validate one section's keys against its kind's fields; make its parameters."""
     fields = {f.name: f for f in attrs.fields(spec.fields)}
@@ -328,12 +463,15 @@ def structure_section(
         name = key.split(".", 1)[0]
         full = f"{section}.{key}"
         if name not in known or ("." in key and name != "sources"):
+            listed = (
+                f"one of: {', '.join(sorted(fields))}" if fields else "no keys: the kind takes none"
+            )
             dym = did_you_mean(name, sorted(fields), prefix=f"{section}.", quote=False)
             raise SpecError(
                 where,
                 full,
                 f"unknown key for {section} kind {spec.kind!r}{dym}",
-                f"one of: {', '.join(sorted(fields))}",
+                listed,
             )
         if name in META_KEYS:
             if name == "sources" and not (
@@ -346,7 +484,7 @@ def structure_section(
                     f"keys among: {', '.join(sorted(fields))}",
                 )
             continue
-        data[name] = _check_value(fields[name], value, where, full)
+        data[name] = _check_value(fields[name], value, where, full, warnings)
     for name, f in fields.items():
         if name not in data and f.default is attrs.NOTHING:
             raise SpecError(
@@ -374,9 +512,10 @@ def load_scenario(
     sets: Iterable[str] = (),
 ) -> Scenario:
     """Read, merge, override and validate a scenario (a catalog name or a file path)."""
+    sets = tuple(sets)
     path = resolve(str(ref), "scenarios", where="scenario", key="", base=Path.cwd())
     flat = _load_flat(path, "scenarios", ())
-    flat = _expand_references(flat, (path.resolve(),))
+    flat, files = _expand_references(flat, (path.resolve(),))
     name = str(flat.pop("name", (path.stem, ""))[0])
     flat.pop("description", None)
 
@@ -412,6 +551,7 @@ def load_scenario(
     structured: dict[str, Any] = {}
     values: dict[sp.Symbol, float] = {}
     kinds_used: dict[str, str] = {}
+    warnings: list[str] = []
     for section in sections:
         raw = {
             k[len(section) + 1 :]: v for k, v in flat.items() if _section_of(k, sections) == section
@@ -421,6 +561,15 @@ def load_scenario(
             if raw:
                 where = next(iter(raw.values()))[1]
                 raise SpecError(where, f"{section}.kind", "missing", _kinds_list(kinds, section))
+            if section in REQUIRED_SECTIONS:
+                folder = CATALOG_DIRS.get(section)
+                how = (
+                    f'{section} = "NAME" (one of: {", ".join(catalog_names(folder))}) or a '
+                    f"[{section}] table"
+                    if folder
+                    else f"a [{section}] table with {_kinds_list(kinds, section)}"
+                )
+                raise SpecError(str(path), section, "missing: every scenario needs it", how)
             continue
         spec = kinds.get((section, kind))
         if spec is None:
@@ -431,7 +580,8 @@ def load_scenario(
                 f"no plugin provides kind {kind!r}{_kind_hint(kinds, section, kind)}",
                 _kinds_list(kinds, section),
             )
-        obj, vals = structure_section(section, spec, raw, str(path))
+        home = files.get(section) or files.get(section.split(".")[0]) or str(path)
+        obj, vals = structure_section(section, spec, raw, home, warnings)
         structured[section] = obj
         values.update(vals)
         kinds_used[section] = kind
@@ -441,7 +591,18 @@ def load_scenario(
         for p in (symbols.lookup(sym) for sym in values)
         if not p.path.startswith("const.")
     }
-    return Scenario(name, str(path), structured, kinds_used, values, provenance, sources)
+    overrides = tuple("=".join(x.strip() for x in a.partition("=")[::2]) for a in sets)
+    return Scenario(
+        name,
+        str(path),
+        structured,
+        kinds_used,
+        values,
+        provenance,
+        sources,
+        overrides,
+        tuple(dict.fromkeys(warnings)),
+    )
 
 
 def _source_of(path: str, flat: Flat) -> str:
@@ -477,7 +638,11 @@ def _is_field(key: str, section: str, by_section: Mapping[str, str], kinds: Mapp
 
 
 def _set_hint(key: str, flat: Flat) -> str:
-    hint = difflib.get_close_matches(key, sorted(flat), n=1)
+    name = key.rpartition(".")[2]
+    if name in META_KEYS:
+        return f"a value the model uses; {name} is a {'citation' if 'source' in name else 'label'}"
+    keys = sorted(k for k in flat if k != key and k.rpartition(".")[2] not in META_KEYS)
+    hint = difflib.get_close_matches(key, keys, n=1)
     return f"an existing key such as {hint[0]}" if hint else "an existing key"
 
 

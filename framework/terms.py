@@ -14,9 +14,19 @@ from stepwall import symbols
 from stepwall.errors import DimensionError
 from stepwall.units import DIMENSIONLESS, INFORMATION, OPERATION, TIME, Dim
 
+_NOT_FINITE = (sp.nan, sp.zoo, sp.oo, -sp.oo)
+
 
 def _check(expr: sp.Basic, want: Dim, *, what: str, name: str, plugin: str) -> sp.Expr:
+    if not isinstance(expr, sp.Basic | int | float):
+        raise DimensionError(
+            f"{what} must be a sympy expression, not {type(expr).__name__}",
+            term=name,
+            plugin=plugin,
+        )
     expr = sp.sympify(expr)
+    if expr.has(*_NOT_FINITE):
+        raise DimensionError(f"{what} is not finite: {expr}", term=name, plugin=plugin)
     if expr.is_Number and expr.is_zero:  # an exact zero has every dimension ("no time")
         return expr
     try:
@@ -119,6 +129,41 @@ class Collective:
 
 
 @attrs.frozen
+class Constraint:
+    """A relation a plugin's laws assume, e.g. ``n_dense_layers <= n_layers``.
+
+    ``relation`` is a sympy relation (or And/Or of relations) over parameters; both sides of
+    each comparison must have the same dimension (checked here). ``message`` says in words
+    why it must hold; ``keys`` are the spec paths a user would change, the first is the one an
+    error names. Constraints are evaluated like terms: at a point (eval refuses a violated
+    one), vectorized (sweep's feasible mask) and along a key (derive's feasible region).
+    """
+
+    name: str
+    relation: sp.Basic
+    message: str
+    keys: tuple[str, ...]
+    plugin: str
+    labels: tuple[str, str] = ("", "")  # names for the two sides of a long comparison
+
+    def __attrs_post_init__(self) -> None:
+        rel = self.relation
+        kinds = (sp.core.relational.Relational, sp.logic.boolalg.BooleanFunction,
+                 sp.logic.boolalg.BooleanAtom)  # fmt: skip
+        if not isinstance(rel, kinds) or isinstance(rel, sp.Symbol):
+            raise DimensionError(
+                f"constraint relation must be a sympy relation, not {type(rel).__name__}",
+                term=self.name,
+                plugin=self.plugin,
+            )
+        try:
+            symbols.dim(rel)
+        except DimensionError as e:
+            raise e.located(term=self.name, plugin=self.plugin) from None
+        object.__setattr__(self, "keys", tuple(self.keys))
+
+
+@attrs.frozen
 class Decoding:
     """What a decoding plugin decides: verify tokens per user M, accepted tokens τ, terms."""
 
@@ -138,6 +183,9 @@ class Layout:
     users: sp.Expr  # users (concurrency) per replica
     users_per_attention_rank: sp.Expr
     overlap_ep: bool = False
+    imbalance: sp.Expr = sp.S.One  # load of the busiest EP rank over the mean
+    redundant_experts: sp.Expr = sp.S.Zero  # extra expert replicas held (EPLB)
+    uneven: bool = False  # degrees need not divide heads / experts (busiest rank sets time)
 
 
 @attrs.frozen

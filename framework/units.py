@@ -116,6 +116,31 @@ _EXAMPLE = {
 }
 
 
+# The range a value of each quantity can physically take in this field (widely: a part from a
+# PCIe card to a rack). A value outside is computed, with a warning: it is almost always a
+# typo or a unit slip ("1e-30 B/s", "8 TB/ms").
+PLAUSIBLE: dict[Dim, tuple[str, str]] = {
+    BANDWIDTH: ("1 MB/s", "100 PB/s"),
+    COMPUTE_RATE: ("1 GFLOP/s", "1000 PFLOP/s"),
+    INFORMATION: ("1 bit", "100 PB"),
+    TIME: ("1 ps", "1000 s"),
+    POWER: ("1 W", "100 MW"),
+}
+
+
+def implausible(magnitude: float, dim: Dim) -> str:
+    """Why an SI value is far outside its quantity's physical range, or "" (zero passes)."""
+    bounds = PLAUSIBLE.get(dim)
+    if bounds is None or magnitude == 0:
+        return ""
+    low, high = (parse_quantity(b)[0] for b in bounds)
+    if low <= abs(magnitude) <= high:
+        return ""
+    return f"far outside the plausible range of {describe(dim).split(' such as')[0]} " + (
+        f"({bounds[0]} to {bounds[1]}); computing anyway"
+    )
+
+
 def describe(dim: Dim) -> str:
     """How a dimension reads in an error message: its name and an example."""
     return _EXAMPLE.get(dim, f"a quantity in {dim}")
@@ -156,6 +181,7 @@ _PREFIXES: dict[str, float] = {
     "µ": 1e-6,
     "μ": 1e-6,
     "n": 1e-9,
+    "p": 1e-12,
 }
 _NUMBER = re.compile(
     r"^\s*([+-]?(?:(?:\d[\d_]*\.?\d*|\.\d+)(?:e[+-]?\d+)?|nan|inf(?:inity)?))\s*(.*)$", re.I
@@ -215,6 +241,14 @@ def parse_unit(text: str) -> tuple[float, Dim]:
         else:
             raise UnitError(f"cannot read unit {text!r}: unexpected {op!r}")
     return mag, dim
+
+
+def split_quantity(text: str) -> tuple[float, str]:
+    """``"8 TB/s"`` -> (8.0, "TB/s"): the number as written and the unit text after it."""
+    m = _NUMBER.match(text)
+    if not m:
+        raise UnitError(f'cannot read quantity {text!r} (a number then a unit, like "8 TB/s")')
+    return float(m.group(1).replace("_", "")), m.group(2).strip()
 
 
 def parse_quantity(value: object) -> tuple[float, Dim]:
@@ -282,6 +316,7 @@ def dimension_of(expr: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
     Rules: numbers are dimensionless; addends, Max/Min arguments, Piecewise branches and
     both sides of a comparison must agree; Mul multiplies; Pow needs a rational exponent
     (or a dimensionless base and exponent); ceiling/floor keep their argument's dimension;
+    Mod needs both sides alike;
     log/exp need dimensionless arguments. Anything else is an error, never a guess.
     """
     return _walk(sp.sympify(expr), dims)
@@ -358,6 +393,7 @@ _RULES: list[tuple[type, Callable[[sp.Basic, Mapping[sp.Symbol, Dim]], Dim]]] = 
     (sp.ceiling, lambda e, d: _walk(e.args[0], d)),
     (sp.floor, lambda e, d: _walk(e.args[0], d)),
     (sp.Abs, lambda e, d: _walk(e.args[0], d)),
+    (sp.Mod, lambda e, d: _same(e.args, d, "Mod")),
     (sp.log, _walk_dimensionless_fn),
     (sp.exp, _walk_dimensionless_fn),
     (sp.core.relational.Relational, _walk_relational),

@@ -12,7 +12,7 @@ import sympy as sp
 
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, quantity
-from stepwall.terms import Decoding, Term
+from stepwall.terms import Constraint, Decoding, Layout, Term, Workload
 
 PLUGIN = "decoding"
 
@@ -163,3 +163,27 @@ def stepwall_decoding(scenario: Scenario) -> Decoding | None:
             ),
         )
     return None
+
+
+@hookimpl
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    """1 ≤ τ ≤ M: a step accepts at least the target's own token and at most what it verified."""
+    kind = scenario.kinds["decoding"]
+    if kind == "autoregressive":
+        return []
+    width = "decoding.budget" if kind == "ddtree" else "decoding.drafts"
+    given = scenario.decoding.accepted_tokens is not None
+    tau = "decoding.accepted_tokens" if given else "decoding.acceptance"
+    return [
+        Constraint(
+            "accepted_within_verified",
+            sp.And(
+                decoding.accepted_tokens >= 1, decoding.accepted_tokens <= decoding.verify_tokens
+            ),
+            "a step accepts at least one token and at most the M tokens it verifies",
+            (tau, width),
+            PLUGIN,
+        )
+    ]

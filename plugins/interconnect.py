@@ -11,10 +11,9 @@ from __future__ import annotations
 import attrs
 import sympy as sp
 
-from stepwall.errors import SpecError
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, flag, quantity
-from stepwall.terms import Collective, Term
+from stepwall.terms import Collective, Constraint, Decoding, Layout, Term, Workload
 
 PLUGIN = "interconnect"
 
@@ -152,7 +151,6 @@ def stepwall_collective_terms(
     has_out = scenario.kinds.get("cluster.scale_out", "none") == "infiniband"
     out = scenario.params.cluster.scale_out if has_out else None
     in_switch = scenario.section("cluster.scale_up").in_switch_reduce
-    domain = scenario.section("cluster.scale_up").domain_size
     terms = []
     for c in collectives:
         if c.op == "all_reduce":
@@ -163,19 +161,51 @@ def stepwall_collective_terms(
                 c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth
             )
             spans = hierarchical_all_to_all(up, out, c.group, c.size) if out else None
-        group_value = float(c.group.xreplace(dict(scenario.values)))
-        if spans is None and group_value > domain:
-            raise SpecError(
-                scenario.origin,
-                "cluster.scale_out.kind",
-                f"{c.name} spans {group_value:g} GPUs but a domain holds {domain} "
-                "and the cluster has no scale-out network",
-                "infiniband",
+        if spans is None:  # one domain only; stepwall_constraints keeps the group inside it
+            per_call = sp.Piecewise((0, c.group <= 1), (inside, True))
+        else:
+            per_call = sp.Piecewise(
+                (0, c.group <= 1), (inside, c.group <= up.domain_size), (spans, True)
             )
-        per_call = sp.Piecewise(
-            (0, c.group <= 1),
-            (inside, c.group <= up.domain_size),
-            (spans if spans is not None else inside, True),
-        )
         terms.append(Term(c.name, c.count * per_call, PLUGIN, c.why, "comm", c.overlap))
     return terms
+
+
+@hookimpl
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    """A domain lies inside the cluster and holds whole nodes; without a scale-out network no
+    collective may span more than one domain."""
+    if scenario.kinds["cluster.scale_up"] not in ("nvlink", "pcie"):
+        return []
+    up, cl = scenario.params.cluster.scale_up, scenario.params.cluster
+    out = [
+        Constraint(
+            "domain_within_cluster",
+            up.domain_size <= cl.nodes * cl.gpus_per_node,
+            "a scale-up domain cannot hold more GPUs than the cluster has",
+            ("cluster.scale_up.domain_size", "cluster.nodes", "cluster.gpus_per_node"),
+            PLUGIN,
+        ),
+        Constraint(
+            "domain_holds_whole_nodes",
+            sp.Eq(sp.Mod(up.domain_size, cl.gpus_per_node), 0),
+            "a node's GPUs share one scale-up domain, so a domain holds whole nodes",
+            ("cluster.scale_up.domain_size", "cluster.gpus_per_node"),
+            PLUGIN,
+        ),
+    ]
+    if scenario.kinds.get("cluster.scale_out", "none") == "none":
+        for c in workload.collectives:
+            out.append(
+                Constraint(
+                    f"{c.name}_within_domain",
+                    c.group <= up.domain_size,
+                    f"{c.name} cannot span domains: the cluster has no scale-out network "
+                    "(expected cluster.scale_out.kind = infiniband)",
+                    ("cluster.scale_out.kind", "cluster.scale_up.domain_size"),
+                    PLUGIN,
+                )
+            )
+    return out

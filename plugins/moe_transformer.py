@@ -14,7 +14,7 @@ import sympy as sp
 from stepwall import symbols
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, choice, quantity
-from stepwall.terms import Collective, Decoding, Layout, Op, Workload
+from stepwall.terms import Collective, Constraint, Decoding, Layout, Op, Workload
 
 PLUGIN = "moe_transformer"
 FLOPS_PER_MAC = symbols.constant(
@@ -75,6 +75,12 @@ def expected_distinct_experts(n_experts: sp.Expr, top_k: sp.Expr, tokens: sp.Exp
     """E·(1 − (1 − k/E)^T): experts hit at least once by T tokens under uniform top-k routing
     (each token's k picks treated as independent draws; BRIEF §5)."""
     return n_experts * (1 - (1 - top_k / n_experts) ** tokens)
+
+
+def tokens_for_expert_fraction(n_experts: sp.Expr, top_k: sp.Expr, fraction: sp.Expr) -> sp.Expr:
+    """The inverse of `expected_distinct_experts`: the tokens T at which a fraction φ of the
+    experts is hit in expectation, T = ln(1 − φ) / ln(1 − k/E)."""
+    return sp.log(1 - fraction) / sp.log(1 - top_k / n_experts)
 
 
 def ffn_params(hidden: sp.Expr, intermediate: sp.Expr) -> sp.Expr:
@@ -144,7 +150,7 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) -> Workload | None:
     if scenario.kinds["model"] != "moe-transformer":
         return None
-    m, par, w = scenario.params.model, scenario.params.parallel, scenario.params.workload
+    m, w = scenario.params.model, scenario.params.workload
     spec = scenario.model
     mla = spec.attention == "mla"
     has_moe = spec.n_experts > 0
@@ -238,8 +244,8 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
     if has_moe:
         expert = ffn_params(m.hidden, m.expert_intermediate) * shard(m.expert_intermediate, tp)
         hit = expected_distinct_experts(m.n_experts, m.experts_per_token, tokens)
-        per_gpu_hit = par.imbalance * hit / ep
-        tokens_per_expert_gpu = par.imbalance * tokens * m.experts_per_token / ep
+        per_gpu_hit = layout.imbalance * hit / ep
+        tokens_per_expert_gpu = layout.imbalance * tokens * m.experts_per_token / ep
         overlap = "ep" if layout.overlap_ep else ""
         ops.append(
             Op(
@@ -272,7 +278,7 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
             "router logits",
             n_moe,
         )
-        slots = (m.n_experts + par.redundant_experts) / ep
+        slots = (m.n_experts + layout.redundant_experts) / ep
         weights += n_moe * (
             slots * expert * m.expert_bits
             + m.n_shared_experts * expert * m.shared_expert_bits
@@ -314,3 +320,84 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
     )
     kv = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
     return Workload(tuple(ops), tuple(collectives), weights, kv, m.n_layers)
+
+
+def _divides(
+    name: str, ranks: sp.Expr, size: sp.Expr, keys: tuple[str, ...], what: str
+) -> Constraint:
+    """``ranks`` split ``size`` evenly: size mod ranks = 0."""
+    return Constraint(
+        name,
+        sp.Eq(sp.Mod(size, ranks), 0),
+        f"{what} are split evenly over the ranks; parallel.uneven = true allows uneven splits",
+        keys,
+        PLUGIN,
+    )
+
+
+def _at_most(
+    name: str, small: sp.Expr, big: sp.Expr, keys: tuple[str, ...], why: str
+) -> Constraint:
+    return Constraint(name, small <= big, why, keys, PLUGIN)
+
+
+@hookimpl
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    if scenario.kinds["model"] != "moe-transformer":
+        return []
+    m, spec = scenario.params.model, scenario.model
+    tp, ep = layout.tp, layout.ep
+    has_moe, gqa = spec.n_experts > 0, spec.attention == "gqa"
+    slots = m.n_experts + layout.redundant_experts
+    out = [
+        _at_most("dense_layers_within_layers", m.n_dense_layers, m.n_layers,
+                 ("model.n_dense_layers", "model.n_layers"),
+                 "dense layers are a subset of the layers"),
+        _at_most("tp_within_dense_intermediate", tp, m.dense_intermediate,
+                 ("parallel.tp", "model.dense_intermediate"),
+                 "each TP rank holds at least one column of the dense FFN"),
+    ]  # fmt: skip
+    if has_moe:
+        out += [
+            _at_most("top_k_within_experts", m.experts_per_token, m.n_experts,
+                     ("model.experts_per_token", "model.n_experts"),
+                     "a token picks its top-k among the routed experts"),
+            _at_most("top_k_at_least_one", 1, m.experts_per_token, ("model.experts_per_token",),
+                     "an MoE layer routes each token to at least one expert"),
+            _at_most("ep_within_experts", ep, slots,
+                     ("parallel.ep", "model.n_experts", "parallel.redundant_experts"),
+                     "each EP rank holds at least one expert"),
+            _at_most("tp_within_expert_intermediate", tp, m.expert_intermediate,
+                     ("parallel.tp", "model.expert_intermediate"),
+                     "each TP rank holds at least one column of every expert"),
+        ]  # fmt: skip
+    if layout.uneven:
+        return out
+    out += [
+        _divides("heads_by_tp", tp, m.n_heads, ("parallel.tp", "model.n_heads"),
+                 "attention heads"),
+        _divides("dense_intermediate_by_tp", tp, m.dense_intermediate,
+                 ("parallel.tp", "model.dense_intermediate"), "dense FFN columns"),
+    ]  # fmt: skip
+    if gqa:
+        out.append(
+            Constraint(
+                "kv_heads_by_tp",
+                sp.Or(sp.Eq(sp.Mod(m.n_kv_heads, tp), 0), sp.Eq(sp.Mod(tp, m.n_kv_heads), 0)),
+                "KV heads are split evenly over TP ranks, or each is replicated on tp/H_kv "
+                "ranks; parallel.uneven = true allows uneven splits",
+                ("parallel.tp", "model.n_kv_heads"),
+                PLUGIN,
+            )
+        )
+    if has_moe:
+        out += [
+            _divides("expert_intermediate_by_tp", tp, m.expert_intermediate,
+                     ("parallel.tp", "model.expert_intermediate"), "expert FFN columns"),
+            _divides("experts_by_ep", ep, slots,
+                     ("parallel.ep", "model.n_experts", "parallel.redundant_experts"),
+                     "routed experts (with redundant replicas)"),
+        ]  # fmt: skip
+    return out

@@ -12,10 +12,11 @@ from __future__ import annotations
 import attrs
 import sympy as sp
 
-from stepwall.errors import SpecError
 from stepwall.hookspecs import hookimpl
 from stepwall.spec import KindSpec, Scenario, flag, quantity
-from stepwall.terms import Decoding, Layout
+from stepwall.terms import Constraint, Decoding, Layout, Workload
+
+PLUGIN = "parallelism"
 
 
 def _degree(doc: str, latex: str) -> object:
@@ -45,6 +46,10 @@ class Parallel:
         default=0,
     )
     overlap: bool = flag("overlap EP dispatch/combine with expert compute (two-batch overlap)")
+    uneven: bool = flag(
+        "allow degrees that do not divide heads, experts or FFN widths (the busiest rank sets "
+        "the time); real engines refuse these"
+    )
 
 
 @hookimpl
@@ -56,35 +61,6 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout | None:
     if scenario.kinds["parallel"] != "standard":
         return None
-    par, cl, model = scenario.parallel, scenario.cluster, scenario.model
-    where = scenario.origin
-    gpus = cl.nodes * cl.gpus_per_node
-    want = par.tp * par.ep * par.dp
-    if want > gpus:
-        raise SpecError(
-            where,
-            "parallel",
-            f"tp·ep·dp = {par.tp}·{par.ep}·{par.dp} = {want} GPUs "
-            f"but the cluster has {cl.nodes}·{cl.gpus_per_node} = {gpus}",
-            f"at most {gpus} GPUs (or --set cluster.nodes=…)",
-        )
-    experts = getattr(model, "n_experts", 0)
-    if par.ep > 1 and par.ep > experts:
-        raise SpecError(
-            where,
-            "parallel.ep",
-            f"ep = {par.ep} but the model has {experts} routed experts",
-            f"ep ≤ {max(experts, 1)}",
-        )
-    for dim_name in ("expert_intermediate", "dense_intermediate", "hidden"):
-        size = getattr(model, dim_name, None)
-        if size is not None and (dim_name != "expert_intermediate" or experts) and par.tp > size:
-            raise SpecError(
-                where,
-                "parallel.tp",
-                f"tp = {par.tp} cannot split model.{dim_name} = {size}",
-                f"tp ≤ {size}",
-            )
     p, w = scenario.params.parallel, scenario.params.workload
     return Layout(
         tp=p.tp,
@@ -93,5 +69,26 @@ def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout | None:
         gpus_per_replica=p.tp * p.ep,
         users=w.concurrency,
         users_per_attention_rank=sp.ceiling(w.concurrency / p.ep),
-        overlap_ep=par.overlap,
+        overlap_ep=scenario.parallel.overlap,
+        imbalance=p.imbalance,
+        redundant_experts=p.redundant_experts,
+        uneven=scenario.parallel.uneven,
     )
+
+
+@hookimpl
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    if scenario.kinds["parallel"] != "standard":
+        return []
+    p, cl = scenario.params.parallel, scenario.params.cluster
+    return [
+        Constraint(
+            "layout_fits_cluster",
+            p.tp * p.ep * p.dp <= cl.nodes * cl.gpus_per_node,
+            "tp·ep·dp GPUs must exist in the cluster (or --set cluster.nodes=…)",
+            ("parallel.tp", "parallel.ep", "parallel.dp", "cluster.nodes"),
+            PLUGIN,
+        )
+    ]

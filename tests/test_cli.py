@@ -138,22 +138,33 @@ def test_plugins_json(capsys) -> None:
 
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 def test_each_command_help_shows_an_example(capsys, command: str) -> None:
-    with pytest.raises(SystemExit) as e:
-        main([command, "--help"])
-    assert e.value.code == 0
+    assert main([command, "--help"]) == 0  # returns, so an embedding program keeps running
     out = capsys.readouterr().out
     assert "example" in out
     assert f"stepwall {command}" in out
 
 
 def test_top_level_help_shows_examples(capsys) -> None:
-    with pytest.raises(SystemExit) as e:
-        main(["--help"])
-    assert e.value.code == 0
+    assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "examples:" in out
     for command in ("eval", "expr", "check", "plugins"):
         assert f"stepwall {command}" in out
+
+
+def test_version(capsys) -> None:
+    from importlib import metadata
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"stepwall {metadata.version('stepwall')}\n"
+
+
+def test_eval_says_which_overrides_it_applied(capsys) -> None:
+    assert (
+        main(["eval", SCENARIO, "--set", "parallel.tp=16", "--set", "workload.context=4096"]) == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "overrides parallel.tp=16, workload.context=4096"
 
 
 def test_no_command_prints_help_and_exits_2(capsys) -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import attrs
 import pytest
+from conftest import write_guide_package
 
 from stepwall import registry
 from stepwall.errors import DimensionError, PluginError
@@ -24,38 +23,11 @@ from stepwall.testing import (
     run_cli,
 )
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "writing-plugins.md"
-SCENARIO = "k26-b300-tp1-moe"
-FILE_BLOCK = re.compile(r"^```\w+ file=(\S+)\n(.*?)^```$", re.M | re.S)
-
-
-def _write_guide_package(root: Path) -> tuple[Path, Path]:
-    """Write every ``file=`` block of the guide under ``root``; make a dist-info so the
-    package's entry points are found as if pip had installed it. Returns (project, site)."""
-    blocks = FILE_BLOCK.findall(GUIDE.read_text())
-    assert blocks, "the guide has no file= code blocks"
-    for name, body in blocks:
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body)
-    (pyproject,) = root.glob("*/pyproject.toml")
-    project = tomllib.loads(pyproject.read_text())["project"]
-    site = root / "site"
-    dist = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
-    )
-    lines = [
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items())
-        for group, eps in project["entry-points"].items()
-    ]
-    (dist / "entry_points.txt").write_text("\n".join(lines))
-    return pyproject.parent, site
+SCENARIO = "k26-b300-tp8-ddtree"
 
 
 def test_guide_plugin_from_scratch(tmp_path: Path) -> None:
-    project, site = _write_guide_package(tmp_path)
+    project, site = write_guide_package(tmp_path)
     path = os.pathsep.join((str(project), str(site)))
 
     listed = run_cli("plugins", "--json", pythonpath=path)
@@ -87,7 +59,7 @@ def test_guide_plugin_from_scratch(tmp_path: Path) -> None:
 
 
 def test_disable_autoload_hides_the_guide_plugin(tmp_path: Path) -> None:
-    project, site = _write_guide_package(tmp_path)
+    project, site = write_guide_package(tmp_path)
     path = os.pathsep.join((str(project), str(site)))
     off = run_cli("plugins", "--json", pythonpath=path, STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
     assert "serial" not in {r["name"] for r in json.loads(off.stdout)}
@@ -208,7 +180,7 @@ BROKEN = {
 def test_broken_entry_points_are_skipped_and_listed(tmp_path: Path) -> None:
     """Installed plugins that cannot load, raise, misspell a hook or claim a taken kind are
     skipped with their problem; the built-ins and a healthy plugin keep working."""
-    project, site = _write_guide_package(tmp_path)
+    project, site = write_guide_package(tmp_path)
     for name, (source, _) in BROKEN.items():
         (site / f"broken_{name}.py").write_text(source)
     dist = site / "broken_plugins-1.0.dist-info"

@@ -148,8 +148,8 @@ BAD = [
         "block[0].metric",
         "unknown metric",
     ),
-    ('key = "parallel.tp"', 'key = "parallel.tpp"', "block[0].rows", "no such key"),
-    ('key = "parallel.tp"', 'key = "model.hidden_size"', "block[0].rows", "no such key"),
+    ('key = "parallel.tp"', 'key = "parallel.tpp"', "block[0].rows", "not a numeric key"),
+    ('key = "parallel.tp"', 'key = "model.hidden_size"', "block[0].rows", "not a numeric key"),
     (
         'columns = { scenarios = ["b"] }',
         'columns = { scenarios = ["c"] }',

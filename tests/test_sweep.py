@@ -37,8 +37,9 @@ def test_csv_and_json_outputs(tmp_path):
     )
     assert rc == 0
     rows = list(csv.reader(io.StringIO(out.read_text())))
-    assert rows[0] == ["parallel.tp", "step_time_s [s]"]
-    assert [r[0] for r in rows[1:]] == ["8.0", "16.0"]
+    assert rows[0] == ["parallel.tp", "step_time_s [s]", "feasible", "violation"]
+    assert [r[0] for r in rows[1:]] == ["8", "16"]  # an integer key is written as integers
+    assert [r[2:] for r in rows[1:]] == [["true", ""], ["true", ""]]
     js = tmp_path / "s.json"
     assert main(["sweep", SCENARIO, "--vary", "workload.concurrency=1,2", "-o", str(js)]) == 0
     doc = json.loads(js.read_text())
@@ -56,9 +57,8 @@ def test_table_output(capsys):
 @pytest.mark.parametrize(
     ("vary", "needle"),
     [
-        ("parallel.tp=8,144", "sweep corner parallel.tp=144"),  # build-time check at the max
         ("hardware.hbm_bandwidth=8s", "not B/s"),  # dimension check on the value
-        ("hardware.hbm_bandwith=8TB/s", "no such key"),
+        ("hardware.hbm_bandwith=8TB/s", "not a numeric key"),
         ("parallel.tp=8.5", "whole number"),
         ("parallel.tp", "not a sweep"),
     ],
@@ -67,6 +67,85 @@ def test_bad_sweeps_are_one_line_errors(vary, needle, capsys):
     assert main(["sweep", SCENARIO, "--vary", vary]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err
+
+
+def test_infeasible_rows_are_marked_not_refused(capsys):
+    """More GPUs than the cluster, heads that do not split: the row says so; the rest stands."""
+    res = sweep.run(SCENARIO, [("parallel.tp", [8, 9, 144])], metrics=["tokens_per_s_per_user"])
+    assert res.feasible.tolist() == [True, False, False]
+    assert res.violation.tolist() == ["", "heads_by_tp", "layout_fits_cluster"]
+    assert main(["sweep", SCENARIO, "--vary", "parallel.tp=8,9,144", "--feasible-only"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and out[2].split()[0] == "8"
+
+
+def test_each_infeasible_row_matches_eval():
+    """The feasible column agrees with `stepwall eval` point by point."""
+    vals = [1, 2, 3, 4, 8, 16, 24, 72]
+    res = sweep.run(SCENARIO, [("parallel.tp", vals)], metrics=["step_time_s"])
+    for tp, ok in zip(vals, res.feasible.tolist(), strict=True):
+        assert main(["eval", SCENARIO, "--set", f"parallel.tp={tp}", "--json"]) == (0 if ok else 2)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("1..5", [1, 2, 3, 4, 5]),
+        ("8..40:8", [8, 16, 24, 32, 40]),
+        ("1..64:x4", [1, 4, 16, 64]),
+        ("1..1000:4log", [1, 10, 100, 1000]),
+        ("2..3:3lin", [2, 2.5, 3]),
+    ],
+)
+def test_range_syntax(text, want):
+    key, span = sweep.parse_vary(f"workload.context={text}")
+    m = build_model(SCENARIO)
+    _, si = sweep.axis_values(m, key, span, [])
+    np.testing.assert_allclose(si, want)
+
+
+def test_range_with_units_and_integer_rounding():
+    m = build_model(SCENARIO)
+    _, si = sweep.axis_values(
+        m, "hardware.hbm_bandwidth", sweep.parse_vary("k=7TB/s..8TB/s:500GB/s")[1], []
+    )
+    np.testing.assert_allclose(si, [7e12, 7.5e12, 8e12])
+    _, tp = sweep.axis_values(m, "parallel.tp", sweep.parse_vary("k=1..64:5log")[1], [])
+    assert tp.tolist() == [1, 3, 8, 23, 64]  # log-spaced, rounded to whole degrees
+
+
+@pytest.mark.parametrize(
+    ("vary", "needle"),
+    [
+        ("parallel.tp=8..1", "runs backwards"),
+        ("parallel.tp=1..8:x1", "factor > 1"),
+        ("parallel.tp=1..8:0", "must be positive"),
+        ("parallel.tp=1..8:1log", "at least 2 points"),
+        ("hardware.hbm_bandwidth=1TB/s..2TB:1TB/s", "different dimensions"),
+        ("hardware.hbm_bandwidth=1TB/s..2TB/s:1s", "not of the range's dimension"),
+        ("workload.context=1..1e12", "points"),
+        ("parallel.tp=1..8:1.5", "whole number"),
+    ],
+)
+def test_bad_ranges(vary, needle, capsys):
+    assert main(["sweep", SCENARIO, "--vary", vary]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
+
+
+def test_structural_key_builds_one_model_per_value():
+    """model.n_dense_layers decides whether a dense-FFN term exists: the sweep builds a model
+    per value, and each row equals a fresh build."""
+    assert "model.n_dense_layers" in build_model(SCENARIO).structural_keys
+    vals = [0, 1, 3]
+    res = sweep.run(SCENARIO, [("model.n_dense_layers", vals), ("parallel.tp", [4, 8])],
+                    metrics=["step_time_s"])  # fmt: skip
+    for i, n in enumerate(vals):
+        for j, tp in enumerate([4, 8]):
+            ev = build_model(
+                SCENARIO, [f"model.n_dense_layers={n}", f"parallel.tp={tp}"]
+            ).evaluate()
+            assert res.results["step_time_s"][i, j] == pytest.approx(float(ev["step_time_s"]))
 
 
 def test_unknown_metric():

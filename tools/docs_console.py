@@ -1,39 +1,89 @@
-"""Keep ``console`` blocks in the docs true: rerun each ``$ stepwall …`` and compare its output.
+"""Keep ``console`` blocks in the docs true: rerun each ``$ command`` and compare its output.
 
     python tools/docs_console.py docs/derivations.md          # report stale blocks (exit 1)
     python tools/docs_console.py --write docs/derivations.md  # rewrite them from live runs
 
-A block qualifies when its first line is ``$ stepwall …`` (a pipe into head/tail is allowed);
-it runs in the repository root under bash, stderr folded into stdout.
+Every ```console block whose first line starts with ``$ `` is run in the repository root under
+bash (stderr folded into stdout); a here-document (``$ python - <<'PY'`` … ``PY``) is part of
+the command. In the expected output a line ``...`` stands for any lines, and timings that
+differ from run to run (``imported in 12 ms``, ``2 passed in 3.18s``) are compared as
+``…``. Commands with instructions rather than output (``pip install``) belong in ```sh
+blocks, which are not run.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"```console\n\$ (stepwall [^\n]*)\n(.*?)```", re.S)
+BLOCK = re.compile(r"^( *)```console\n\1\$ ([^\n]*)\n(.*?)^\1```", re.S | re.M)
+HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
+VOLATILE = (
+    (re.compile(r"imported in \d+ ms"), "imported in … ms"),
+    (re.compile(r" in \d+\.\d+s\b"), " in …s"),
+)
 
 
-def run(command: str) -> str:
+def run(command: str, env: dict[str, str] | None = None) -> str:
+    bindir = str(Path(sys.executable).parent)  # the stepwall of this interpreter first
+    environ = {**os.environ, **(env or {})}
+    environ["PATH"] = bindir + os.pathsep + environ.get("PATH", "")
+    environ.setdefault("COLUMNS", "100")
     out = subprocess.run(
-        ["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, check=False
+        ["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, env=environ, check=False
     )
     return out.stdout + out.stderr
 
 
-def refresh(text: str) -> tuple[str, list[str]]:
-    """The text with every qualifying block's output replaced; the commands that changed."""
+def _split(first: str, rest: str) -> tuple[str, str]:
+    """The command (with its here-document, if any) and the expected output."""
+    m = HEREDOC.search(first)
+    if not m:
+        return first, rest
+    lines = rest.split("\n")
+    end = lines.index(m.group(1))
+    return "\n".join([first, *lines[: end + 1]]), "\n".join(lines[end + 1 :])
+
+
+def _mask(text: str) -> str:
+    for pattern, repl in VOLATILE:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def matches(expected: str, live: str) -> bool:
+    """``live`` equals ``expected``, where a line ``...`` in ``expected`` stands for any lines."""
+    exp, got = _mask(expected).split("\n"), _mask(live)
+    if "..." not in exp:
+        return exp == got.split("\n")
+    parts = []
+    for i, line in enumerate(exp):
+        if line == "...":
+            parts.append(r"(?:[^\n]*\n)*?")
+        else:
+            parts.append(re.escape(line) + ("" if i == len(exp) - 1 else "\n"))
+    return re.fullmatch("".join(parts), got) is not None
+
+
+def refresh(text: str, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """The text with every stale block's output replaced; the commands that were stale."""
     stale: list[str] = []
 
     def sub(m: re.Match[str]) -> str:
-        live = run(m.group(1))
-        if live != m.group(2):
-            stale.append(m.group(1))
-        return f"```console\n$ {m.group(1)}\n{live}```"
+        pad = m.group(1)  # a block indented inside a list item
+        body = "\n".join(line.removeprefix(pad) for line in m.group(3).split("\n"))
+        command, expected = _split(m.group(2), body)
+        live = run(command, env)
+        if matches(expected, live):
+            return m.group(0)
+        stale.append(command.split("\n")[0])
+        lines = f"$ {command}\n{live}".splitlines(True)
+        shown = "".join(pad + line if line.strip() else line for line in lines)
+        return f"{pad}```console\n{shown}{pad}```"
 
     return BLOCK.sub(sub, text), stale
 
