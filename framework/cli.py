@@ -1,21 +1,21 @@
-"""The ``stepwall`` command line. Exit codes: 0 ok, 2 bad input, 1 internal error."""
+"""The ``stepwall`` command line. Exit codes: 0 ok, 2 bad input, 130 interrupted, 1 a bug.
+
+Commands take an explicit registry (`main(argv, registry)`); the derive subcommands and
+their options, and the output formats, come from the registry's analyses and formats.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-import sympy as sp
-
-from stepwall import registry, symbols
-from stepwall.errors import StepwallError
-from stepwall.model import StepModel, build_model, summary
-from stepwall.units import TIME, format_quantity
+from stepwall import registry as registries
+from stepwall.errors import SpecError, StepwallError
+from stepwall.registry import Registry
 
 EPILOG = """\
 examples:
@@ -35,24 +35,20 @@ A SCENARIO is a catalog name (see specs/scenarios/) or a path to a .toml file.
 (bare text works too: --set hardware.hbm_bandwidth=9TB/s).
 """
 
-Command = Callable[[argparse.Namespace], int]
-COMMANDS: dict[str, tuple[Command, Callable[[argparse.ArgumentParser], None], str, str]] = {}
+Command = Callable[[argparse.Namespace, Registry], int]
+Setup = Callable[[argparse.ArgumentParser, Registry], None]
+COMMANDS: dict[str, tuple[Command, Setup, str, str]] = {}
 
 
-def command(name: str, help_: str, example: str) -> Callable[[Callable], Callable]:
-    def wrap(fn: Callable) -> Callable:
-        COMMANDS[name] = (fn, getattr(fn, "_args", lambda p: None), help_, example)
+def command(name: str, help_: str, example: str, setup: Setup) -> Callable[[Command], Command]:
+    def wrap(fn: Command) -> Command:
+        COMMANDS[name] = (fn, setup, help_, example)
         return fn
 
     return wrap
 
 
-def args(setup: Callable[[argparse.ArgumentParser], None]) -> Callable[[Callable], Callable]:
-    def wrap(fn: Callable) -> Callable:
-        fn._args = setup  # type: ignore[attr-defined]
-        return fn
-
-    return wrap
+# ---------------------------------------------------------------- shared arguments
 
 
 def _set_arg(p: argparse.ArgumentParser, help_: str) -> None:
@@ -63,6 +59,29 @@ def _set_arg(p: argparse.ArgumentParser, help_: str) -> None:
 def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", metavar="SCENARIO", help="catalog name or path to a .toml")
     _set_arg(p, "override a spec value, e.g. parallel.tp=16 (repeatable)")
+
+
+def _feasibility_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-infeasible",
+        action="store_true",
+        help="evaluate even where a constraint does not hold (memory, divisibility, …); the "
+        "result is marked infeasible",
+    )
+
+
+def _format_args(p: argparse.ArgumentParser, registry: Registry, what: str) -> None:
+    names = sorted(registry.formats)
+    p.add_argument("--format", choices=names, default=None,
+                   help=f"how to print {what} (default text)")  # fmt: skip
+    p.add_argument("--json", action="store_const", const="json", dest="format",
+                   help="the same as --format json: one JSON document")  # fmt: skip
+
+
+def _cache_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", action="store_true",
+                   help="build the model afresh instead of loading its compiled form from the "
+                   "cache (~/.cache/stepwall; STEPWALL_NO_CACHE=1 does the same)")  # fmt: skip
 
 
 def warn(lines: Sequence[str]) -> None:
@@ -76,65 +95,88 @@ def warn(lines: Sequence[str]) -> None:
 _WARNED: set[str] = set()
 
 
-def _load(ns: argparse.Namespace, ref: str | None = None) -> StepModel:
-    warn(registry.default().slow_imports())
-    model = build_model(ref or ns.scenario, ns.sets)
+def _load(ns: argparse.Namespace, registry: Registry, ref: str | None = None) -> Any:
+    from stepwall.model import build_model
+
+    warn(registry.slow_imports())
+    model = build_model(ref or ns.scenario, ns.sets, registry)
     warn(model.scenario.warnings)
     return model
 
 
-def _feasibility_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--allow-infeasible",
-        action="store_true",
-        help="evaluate even where a constraint does not hold (memory, divisibility, …); the "
-        "result is marked infeasible",
-    )
+def _emit(registry: Registry, name: str | None, obj: Any) -> None:
+    """Write a result (a Table or a document) to stdout in a format."""
+    from stepwall.formats import Table
+
+    fmt = registry.formats[name or "text"]
+    if fmt.binary:
+        raise SpecError("--format", fmt.name, "writes a file, not a terminal", "-o FILE")
+    if not isinstance(obj, Table) and not fmt.documents:
+        raise SpecError("--format", fmt.name, "writes tables; this result is a document",
+                        "--format text or json")  # fmt: skip
+    fmt.write(obj, sys.stdout)
 
 
-def _checked(model: StepModel, allow: bool) -> StepModel:
-    """The model, refused (one-line error, exit 2) where a constraint does not hold."""
-    if not allow:
-        model.check()
-    return model
+# ---------------------------------------------------------------- eval
 
 
-def _eval_args(p: argparse.ArgumentParser) -> None:
+def _eval_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     _scenario_args(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _format_args(p, registry, "the result (csv and markdown: the terms)")
     _feasibility_arg(p)
+    _cache_arg(p)
 
 
-@command(
-    "eval",
-    "evaluate a scenario: step-time breakdown and metrics",
-    "stepwall eval k26-b300-tp8-ddtree --set workload.context=32768",
-)
-@args(_eval_args)
-def cmd_eval(ns: argparse.Namespace) -> int:
-    model = _checked(_load(ns), ns.allow_infeasible)
-    s = summary(model)
-    if ns.json:
-        print(json.dumps(s, indent=2, sort_keys=False))
-        return 0
-    print(render_breakdown(s))
+@command("eval", "evaluate a scenario: step-time breakdown and metrics",
+         "stepwall eval k26-b300-tp8-ddtree --set workload.context=32768", _eval_setup)  # fmt: skip
+def cmd_eval(ns: argparse.Namespace, registry: Registry) -> int:
+    from stepwall.compiled import compile_scenario, summary
+    from stepwall.validation import load_scenario
+
+    warn(registry.slow_imports())
+    scenario = load_scenario(ns.scenario, registry.kinds, ns.sets)
+    warn(scenario.warnings)
+    numeric = compile_scenario(scenario, registry, cache=not ns.no_cache, scalar=True)
+    ev = numeric.evaluate({s.name: v for s, v in scenario.values.items()})
+    violations = []
+    if not ev["feasible"]:  # explain it: that needs the symbolic model
+        from stepwall.model import build_model
+
+        model = build_model(scenario, registry=registry)
+        if not ns.allow_infeasible:
+            model.check()
+        violations = model.violations(ev)
+    doc = summary(scenario, numeric, violations, ev)
+    if ns.format in (None, "text"):
+        print(render_breakdown(doc))
+    elif ns.format == "json":
+        _emit(registry, "json", doc)
+    else:
+        _emit(registry, ns.format, _terms_table(doc))
     return 0
+
+
+def _terms_table(doc: dict[str, Any]) -> Any:
+    from stepwall.formats import Column, Table
+
+    t = doc["step_time_s"]
+    cols = (Column("term", kind="text"), Column("group", kind="text"),
+            Column("plugin", kind="text"), Column("time", "s"), Column("share", "%"))  # fmt: skip
+    rows = [[x["name"], x["group"], x["plugin"], x["seconds"], 100 * x["seconds"] / t]
+            for x in doc["terms"]]  # fmt: skip
+    return Table.of_rows(cols, rows, document=doc)
 
 
 def render_breakdown(s: dict[str, Any]) -> str:
     """The breakdown table (term, plugin, time, share) and the metrics, as text."""
+    from stepwall.units import TIME, format_quantity
+
     t = s["step_time_s"]
     rows = [("term", "group", "plugin", "time", "share")]
     for term in s["terms"]:
-        rows.append(
-            (
-                term["name"],
-                term["group"],
-                term["plugin"],
-                format_quantity(term["seconds"], TIME),
-                f"{100 * term['seconds'] / t:.1f}%",
-            )
-        )
+        share = f"{100 * term['seconds'] / t:.1f}%"
+        time = format_quantity(term["seconds"], TIME)
+        rows.append((term["name"], term["group"], term["plugin"], time, share))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [f"scenario {s['scenario']}"]
     if s.get("overrides"):
@@ -168,169 +210,161 @@ def render_breakdown(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _expr_args(p: argparse.ArgumentParser) -> None:
+# ---------------------------------------------------------------- expr
+
+
+def _expr_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     _scenario_args(p)
-    p.add_argument(
-        "--free",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="keep this parameter symbolic, e.g. parallel.tp (repeatable)",
-    )
+    p.add_argument("--free", action="append", default=[], metavar="KEY",
+                   help="keep this parameter symbolic, e.g. parallel.tp (repeatable)")  # fmt: skip
     p.add_argument("--latex", action="store_true", help="print LaTeX instead of text")
     _feasibility_arg(p)
 
 
-@command(
-    "expr",
-    "print the closed-form step time with chosen parameters left symbolic",
-    "stepwall expr k26-b300-tp8-ddtree --free parallel.tp --free hardware.hbm_bandwidth",
-)
-@args(_expr_args)
-def cmd_expr(ns: argparse.Namespace) -> int:
-    model = _checked(_load(ns), ns.allow_infeasible)
+@command("expr", "print the closed-form step time with chosen parameters left symbolic",
+         "stepwall expr k26-b300-tp8-ddtree --free parallel.tp --free hardware.hbm_bandwidth",
+         _expr_setup)  # fmt: skip
+def cmd_expr(ns: argparse.Namespace, registry: Registry) -> int:
+    import sympy as sp
+
+    from stepwall.symbols import latex_names
+
+    model = _load(ns, registry)
+    if not ns.allow_infeasible:
+        model.check()
     free = [model.parameter(key, "--free") for key in ns.free]
     expr = model.substituted(model.step_time, free)
     if ns.latex:
-        print(sp.latex(expr, symbol_names=symbols.latex_names()))
+        print(sp.latex(expr, symbol_names=latex_names([expr])))
     else:
         print(f"t_step = {expr}")
     return 0
 
 
-def _derive_args(p: argparse.ArgumentParser) -> None:
-    _scenario_args(p)
-    p.add_argument(
-        "what",
-        choices=("wall", "optimum", "crossover", "elasticity", "regime", "plateau"),
-        help="which derivation",
-    )
-    p.add_argument("key", nargs="?", metavar="KEY", help="the parameter, e.g. parallel.tp")
-    p.add_argument("--eps", type=float, default=0.15, help="wall: remaining-gain tolerance")
-    p.add_argument("--against", metavar="SCENARIO2", help="crossover: the other scenario")
-    p.add_argument("--metric", default=None, help="metric (default per derivation)")
-    p.add_argument(
-        "--at", action="append", default=[], metavar="KEY=VALUE", help="elasticity: SI value"
-    )
-    p.add_argument("--fraction", type=float, default=0.9, help="plateau: experts hit")
-    p.add_argument("--symbolic", action="store_true", help="keep other parameters symbolic")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON document: the result's object, or for elasticity and regime "
-        '{"kind", "scenario", "results": [...]}',
-    )
-    _feasibility_arg(p)
+# ---------------------------------------------------------------- derive
 
 
-@command(
-    "derive",
-    "derive a wall, optimum, crossover, elasticities, regimes or the EP plateau in closed form",
-    "stepwall derive k26-b300-tp8-ddtree wall parallel.tp --eps 0.15",
-)
-@args(_derive_args)
-def cmd_derive(ns: argparse.Namespace) -> int:
-    from stepwall import derive
-    from stepwall.errors import SpecError
+def _derive_common(p: argparse.ArgumentParser, registry: Registry, after: bool) -> None:
+    """Options every analysis takes; given after the analysis's name too."""
+    p.add_argument("--set", dest="sets_after" if after else "sets", action="append",
+                   default=argparse.SUPPRESS if after else [], metavar="KEY=VALUE",
+                   help="override a spec value, e.g. parallel.tp=16 (repeatable)")  # fmt: skip
+    names = sorted(registry.formats)
+    keep: dict[str, Any] = {"default": argparse.SUPPRESS} if after else {"default": None}
+    p.add_argument("--format", choices=names, help="how to print the results (default text)",
+                   **keep)  # fmt: skip
+    p.add_argument("--json", action="store_const", const="json", dest="format",
+                   help="the same as --format json: one JSON document", **keep)  # fmt: skip
+    p.add_argument("--allow-infeasible", action="store_true",
+                   help="derive even at a point where a constraint does not hold",
+                   **(keep if after else {}))  # fmt: skip
 
-    model = _load(ns)
-    if ns.what in ("wall", "optimum", "crossover", "regime") and not ns.key:
-        raise SpecError("derive", ns.what, "needs a KEY", "e.g. parallel.tp")
-    if ns.what == "wall":
-        out = [derive.wall(model, ns.key, ns.eps, ns.symbolic, ns.metric or "step_time_s")]
-    elif ns.what == "optimum":
-        out = [derive.optimum(model, ns.key, ns.symbolic, ns.metric or "step_time_s")]
-    elif ns.what == "crossover":
-        if not ns.against:
-            raise SpecError("derive", "--against", "crossover needs a second scenario")
-        other = _load(ns, ns.against)
-        metric = ns.metric or "tokens_per_s_per_gpu"
-        out = [derive.crossover(model, other, ns.key, metric, ns.symbolic)]
-    elif ns.what == "elasticity":
-        _checked(model, ns.allow_infeasible)  # a sensitivity at an impossible point means nothing
-        at = {}
-        for item in ns.at:
-            k, sep, v = item.partition("=")
-            if not sep:
-                raise SpecError("--at", item, "missing '='", "KEY=VALUE")
-            try:
-                at[k.strip()] = float(v)
-            except ValueError:
-                raise SpecError("--at", k, f"{v!r} is not a number", "KEY=SI value") from None
-        out = derive.elasticity(model, ns.metric or "step_time_s", at, ns.symbolic)
-    elif ns.what == "regime":
-        out = derive.regime(model, ns.key, ns.symbolic)
-    else:
-        out = [derive.plateau(model, ns.fraction, ns.symbolic)]
-    if ns.json:
-        if ns.what in ("elasticity", "regime"):
-            doc: Any = {
-                "kind": ns.what,
-                "scenario": model.scenario.label,
-                "results": [d.to_json() for d in out],
-            }
-        else:
-            doc = out[0].to_json()
-        print(json.dumps(doc, indent=2))
+
+def _derive_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    from stepwall.options import add_arguments
+
+    p.add_argument("scenario", metavar="SCENARIO", help="catalog name or path to a .toml")
+    _derive_common(p, registry, after=False)
+    sub = p.add_subparsers(dest="what", metavar="ANALYSIS", parser_class=_Parser, required=True)
+    for name, analysis in sorted(registry.analyses.items()):
+        sp_ = sub.add_parser(name, help=analysis.doc, description=f"{analysis.doc}.",
+                             formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        add_arguments(sp_, analysis.options)
+        _derive_common(sp_, registry, after=True)
+
+
+@command("derive", "derive a wall, optimum, crossover, elasticities, regimes or the EP plateau "
+         "in closed form (analyses from plugins too: stepwall derive --help lists them)",
+         "stepwall derive k26-b300-tp8-ddtree wall parallel.tp --eps 0.15",
+         _derive_setup)  # fmt: skip
+def cmd_derive(ns: argparse.Namespace, registry: Registry) -> int:
+    import attrs
+
+    from stepwall.analyses import Context, run
+    from stepwall.options import from_namespace
+
+    analysis = registry.analyses[ns.what]
+    ns.sets = [*ns.sets, *getattr(ns, "sets_after", [])]
+    model = _load(ns, registry)
+    if analysis.at_point and not ns.allow_infeasible:
+        model.check()  # a sensitivity at an impossible point means nothing
+    given = from_namespace(ns, analysis.options)
+    positional = [f.name for f in attrs.fields(analysis.options)
+                  if f.metadata.get("positional") and f.default is attrs.NOTHING]  # fmt: skip
+    for name in positional:
+        if given.get(name) is None:
+            raise SpecError("derive", ns.what, f"needs a {name.upper()}", "e.g. parallel.tp")
+    context = Context(registry, lambda ref, _name: _load(ns, registry, ref))
+    results = run(analysis, model, given, context, "derive", "--")
+    if ns.format in (None, "text"):
+        print(analysis.text(results))
         return 0
-    if ns.what == "elasticity":
-        print(f"elasticities of {out[0].details['metric']} [{out[0].scenario}]")
-        print(f"  definition  {out[0].definition}")
-        for d in out:
-            if d.value:
-                print(f"  {d.value:+.4f}  {d.key}")
-        zero = sum(1 for d in out if not d.value)
-        print(f"  ({zero} parameters with elasticity 0 not shown; --json lists all)")
+    if ns.format == "json":
+        doc: Any = (
+            {"kind": ns.what, "scenario": model.scenario.label,
+             "results": [d.to_json() for d in results]}
+            if analysis.many else results[0].to_json()
+        )  # fmt: skip
+        _emit(registry, "json", doc)
         return 0
-    print("\n\n".join(d.render() for d in out))
+    from stepwall.formats import Column, Table
+
+    head, rows = analysis.table(results)
+    kinds = ["text" if any(isinstance(r[i], str) or r[i] is None for r in rows) else "float"
+             for i in range(len(head))]  # fmt: skip
+    _emit(registry, ns.format, Table.of_rows([Column(h, kind=k) for h, k in zip(head, kinds,
+                                              strict=True)], rows))  # fmt: skip
     return 0
 
 
-def _check_args(p: argparse.ArgumentParser) -> None:
+# ---------------------------------------------------------------- check
+
+
+def _check_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("spec", metavar="SPEC", help="a scenario, or a catalog file of any kind")
 
 
-@command(
-    "check",
-    "validate a spec file (model, hardware, cluster, scenario or report); writes nothing",
-    "stepwall check specs/scenarios/k26-b300-tp8-ddtree.toml",
-)
-@args(_check_args)
-def cmd_check(ns: argparse.Namespace) -> int:
+@command("check", "validate a spec file (model, hardware, cluster, scenario or report); writes "
+         "nothing", "stepwall check specs/scenarios/k26-b300-tp8-ddtree.toml",
+         _check_setup)  # fmt: skip
+def cmd_check(ns: argparse.Namespace, registry: Registry) -> int:
     from pathlib import Path
 
-    from stepwall.spec import check_file, read_toml
+    from stepwall.loader import read_toml
+    from stepwall.model import build_model, check_entry
+    from stepwall.validation import check_file
 
     path = Path(ns.spec)
-    if path.is_file() and "scenarios" in read_toml(path) and "title" in read_toml(path):
-        from stepwall import report
+    if path.is_file() and {"scenarios", "title"} <= set(read_toml(path)):
+        from stepwall.report.render import Report
 
-        report.Report(path).render()  # a report is valid when every block renders
+        Report(path, registry=registry).render()  # a report is valid when every block renders
         print(f"ok: {path} is a valid report")
         return 0
-    hooks = registry.default()
-    message = check_file(ns.spec, hooks.kinds)
-    target = path if path.is_file() else None
-    if message.startswith("ok:") and "valid scenario" in message:
-        model = build_model(target or ns.spec)
+    message = check_file(ns.spec, registry.kinds)
+    if "valid scenario" in message:
+        model = build_model(path if path.is_file() else ns.spec, registry=registry)
         warn(model.scenario.warnings)
         model.check()
-    elif target is not None:
-        from stepwall.model import check_entry
-
-        warn(check_entry(target, message.rsplit(" ", 2)[-2], hooks))
+    elif path.is_file():
+        warn(check_entry(path, message.rsplit(" ", 2)[-2], registry))
     print(message)
     return 0
 
 
-def _plugins_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON")
+# ---------------------------------------------------------------- plugins
 
 
-@command("plugins", "list plugins, their versions, kinds and hooks", "stepwall plugins --json")
-@args(_plugins_args)
-def cmd_plugins(ns: argparse.Namespace) -> int:
-    rows = registry.default().describe()
+def _plugins_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+@command("plugins", "list plugins, their versions, kinds, analyses, blocks and formats, hooks, "
+         "and import times", "stepwall plugins --json", _plugins_setup)  # fmt: skip
+def cmd_plugins(ns: argparse.Namespace, registry: Registry) -> int:
+    import json
+
+    rows = registry.describe()
     if ns.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -340,13 +374,19 @@ def cmd_plugins(ns: argparse.Namespace) -> int:
         print(f"{r['name']} {r['version']}{took}")
         if r["kinds"]:
             print(f"  kinds: {', '.join(r['kinds'])}")
+        for what in ("analyses", "blocks", "formats"):
+            if r.get(what):
+                print(f"  {what}: {', '.join(r[what])}")
         print(f"  hooks: {', '.join(r['hooks'])}")
         if r.get("problem"):
             print(f"  {r['problem']}")
     return 0
 
 
-def _sweep_args(p: argparse.ArgumentParser) -> None:
+# ---------------------------------------------------------------- sweep
+
+
+def _sweep_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     _scenario_args(p)
     p.add_argument(
         "--vary",
@@ -359,79 +399,93 @@ def _sweep_args(p: argparse.ArgumentParser) -> None:
         "1..256:x2 (factor), 1..4096:20log or 0.5..1:6lin (points), 7TB/s..9TB/s:0.5TB/s "
         "(repeatable; the grid is the cartesian product)",
     )
-    p.add_argument(
-        "--metric",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a metric, group.<group> or term.<term> (repeatable; default: step time and "
-        "throughputs)",
-    )
+    p.add_argument("--metric", action="append", default=[], metavar="NAME",
+                   help="a metric, group.<group> or term.<term> (repeatable; default: step time "
+                   "and throughputs)")  # fmt: skip
     p.add_argument(
         "--feasible-only",
         action="store_true",
         help="leave out points where a constraint does not hold (every row has a feasible "
         "column and names the first violated constraint otherwise)",
     )
-    p.add_argument("-o", "--output", metavar="FILE", help="write .csv or .json instead of a table")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write to FILE (its suffix picks the format: .csv .json .md .parquet) "
+                   "or - for stdout; the grid streams in chunks")  # fmt: skip
+    p.add_argument("--format", choices=sorted(registry.formats), default=None,
+                   help="the output format (default: text on a terminal, else by -o's suffix; "
+                   "csv for -o -)")  # fmt: skip
+    _cache_arg(p)
 
 
-@command(
-    "sweep",
-    "evaluate a scenario over a grid of parameter values, vectorized through one model",
-    "stepwall sweep k26-b300-tp8-ddtree --vary parallel.tp=8,16,36,72 "
-    "--vary hardware.hbm_bandwidth=8TB/s,9TB/s -o tp.csv",
-)
-@args(_sweep_args)
-def cmd_sweep(ns: argparse.Namespace) -> int:
+TEXT_LIMIT = 100_000  # a text table on a terminal; larger grids go to a file
+
+
+@command("sweep", "evaluate a scenario over a grid of parameter values, vectorized through one "
+         "compiled model", "stepwall sweep k26-b300-tp8-ddtree --vary parallel.tp=8,16,36,72 "
+         "--vary hardware.hbm_bandwidth=8TB/s,9TB/s -o tp.csv", _sweep_setup)  # fmt: skip
+def cmd_sweep(ns: argparse.Namespace, registry: Registry) -> int:
     from stepwall import output, sweep
+    from stepwall.formats import format_for
 
-    target = output.file_target(ns.output, suffixes=(".csv", ".json")) if ns.output else None
+    target = None
+    if ns.output and ns.output != "-":
+        target = output.file_target(ns.output)
+        fmt = format_for(registry.formats, ns.format, ns.output)
+    else:
+        fmt = registry.formats[ns.format or ("csv" if ns.output == "-" else "text")]
+        if fmt.binary:
+            raise SpecError("--format", fmt.name, "writes a file, not a terminal", "-o FILE")
     vary = [sweep.parse_vary(v) for v in ns.vary]
-    result = sweep.run(
-        ns.scenario,
-        vary,
-        ns.sets,
-        ns.metric or sweep.DEFAULT_METRICS,
-        progress=sweep.ProgressBar(),
-    )
-    warn(result.warnings)
-    only = ns.feasible_only
+    plan = sweep.plan_sweep(ns.scenario, vary, ns.sets, ns.metric or sweep.DEFAULT_METRICS,
+                            registry=registry, cache=not ns.no_cache)  # fmt: skip
+    warn(plan.warnings)
+    if target is None and fmt.name == "text" and plan.total > TEXT_LIMIT:
+        raise SpecError("sweep", "--vary", f"{plan.total:,} points are too many for a text table",
+                        f"at most {TEXT_LIMIT:,}, or -o FILE / --format csv")  # fmt: skip
+    table = plan.table(ns.feasible_only, progress=sweep.ProgressBar())
     if target is None:
-        print(result.to_table(only))
+        fmt.write(table, sys.stdout)
         return 0
-    text = result.to_csv(only) if target.suffix == ".csv" else result.to_json(only)
-    output.write_file(target, text)
-    n, ok = result.feasible.size, int(result.feasible.sum())
-    print(f"wrote {target} ({ok if only else n} points; {ok} of {n} feasible)")
+    counts = output.write_stream(target, fmt, table)
+    print(f"wrote {target} ({counts} rows)")
     return 0
 
 
-def _report_args(p: argparse.ArgumentParser) -> None:
+# ---------------------------------------------------------------- report
+
+
+def _report_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("report", metavar="REPORT", help="catalog name (specs/reports/) or a .toml path")
     _set_arg(p, "override a spec value in every scenario of the report (repeatable)")
     p.add_argument("-o", "--output", metavar="DIR", help="output folder (default: out/NAME)")
 
 
-@command(
-    "report",
-    "render a report spec to REPORT.md, SVG plots and CSV tables (byte-reproducible)",
-    "stepwall report k26-cluster-scaling -o docs/reports/k26-cluster-scaling",
-)
-@args(_report_args)
-def cmd_report(ns: argparse.Namespace) -> int:
+@command("report", "render a report spec to REPORT.md, SVG plots and CSV tables "
+         "(byte-reproducible)", "stepwall report k26-cluster-scaling -o "
+         "docs/reports/k26-cluster-scaling", _report_setup)  # fmt: skip
+def cmd_report(ns: argparse.Namespace, registry: Registry) -> int:
     from pathlib import Path
 
     from stepwall import output, report
 
     if ns.output:
         output.folder_target(ns.output)
-    rep = report.Report(ns.report, ns.sets)
+    rep = report.Report(ns.report, ns.sets, registry=registry)
     out = Path(ns.output) if ns.output else report.default_output(rep)
     output.folder_target(str(out))
     files = report.write(rep, out)
     print(f"wrote {len(files)} files to {out}")
     return 0
+
+
+# ---------------------------------------------------------------- the parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error said in one line (and exit code 2) like every other."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"stepwall: error: {message} (see {self.prog} --help)\n")
 
 
 def _version() -> str:
@@ -453,14 +507,9 @@ def _quiet_stdout() -> None:
         pass
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error said in one line (and exit code 2) like every other."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"stepwall: error: {message} (see {self.prog} --help)\n")
-
-
-def parser() -> argparse.ArgumentParser:
+def parser(registry: Registry, only: str | None = None) -> argparse.ArgumentParser:
+    """The command-line parser; with ``only``, the other commands get their help line but
+    not their arguments (building ``derive``'s means importing every analysis)."""
     p = _Parser(
         prog="stepwall",
         description="Closed-form, unit-checked step-time models for distributed LLM "
@@ -478,22 +527,26 @@ def parser() -> argparse.ArgumentParser:
             epilog=f"example:\n  {example}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        setup(sp_)
+        if only is None or only == name:
+            setup(sp_, registry)
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, registry: Registry | None = None) -> int:
     _WARNED.clear()  # each run warns about each value once
     try:
-        p = parser()
+        registry = registry or registries.default()
+        args = list(sys.argv[1:] if argv is None else argv)
+        named = next((a for a in args if not a.startswith("-")), None)
+        p = parser(registry, named if named in COMMANDS else None)
         try:
-            ns = p.parse_args(argv)
+            ns = p.parse_args(args)
         except SystemExit as e:  # --help, --version, a usage error: already printed
             return int(e.code or 0)
         if not ns.command:
             p.print_help()
             return 2
-        return COMMANDS[ns.command][0](ns)
+        return COMMANDS[ns.command][0](ns, registry)
     except StepwallError as e:
         print(f"stepwall: error: {e}", file=sys.stderr)
         return 2

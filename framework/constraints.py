@@ -19,9 +19,9 @@ import numpy as np
 import sympy as sp
 
 from stepwall import symbols
-from stepwall.errors import shown_path
+from stepwall.errors import DimensionError, shown_path
 from stepwall.terms import Constraint, Term
-from stepwall.units import format_quantity
+from stepwall.units import DIMENSIONLESS, format_quantity
 
 if TYPE_CHECKING:
     from stepwall.model import StepModel
@@ -89,8 +89,8 @@ def _fmt(value: float, expr: sp.Basic) -> str:
         return str(value)
     try:
         dim = symbols.dim(expr)
-    except Exception:  # a side the catalog cannot type: print the bare number
-        dim = symbols.dim(sp.Integer(1))
+    except DimensionError:  # a side the walker cannot type: print the bare number
+        dim = DIMENSIONLESS
     if dim.dimensionless:
         return str(int(value)) if float(value).is_integer() else f"{value:.4g}"
     return format_quantity(value, dim)
@@ -185,9 +185,8 @@ def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, floa
 
 
 def _cluster_gpus(model: StepModel, values: Mapping[sp.Symbol, float]) -> int:
+    by_name = {s.name: v for s, v in values.items()}
     try:
-        nodes = values[symbols.lookup("cluster.nodes").symbol]
-        per = values[symbols.lookup("cluster.gpus_per_node").symbol]
+        return int(by_name["cluster.nodes"] * by_name["cluster.gpus_per_node"])
     except KeyError:
         return 0
-    return int(nodes * per)

@@ -55,7 +55,7 @@ def shown_path(where: str) -> str:
     if not where or not p.is_absolute():
         return where
     p = p.resolve()
-    from stepwall.spec import catalog_root  # the catalog's place depends on the install
+    from stepwall.loader import catalog_root  # the catalog's place depends on the install
 
     for base in (catalog_root().parent, Path.cwd()):
         try:

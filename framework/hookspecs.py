@@ -1,9 +1,12 @@
 """The hooks a stepwall plugin may implement, in the order the flow calls them.
 
-Every hook is called with keyword arguments. "firstresult" hooks stop at the first plugin
-that returns something other than None: such a plugin checks ``scenario.kinds[...]`` and
-returns None for kinds it does not own. docs/hooks.md repeats each signature; a test keeps
-the two in sync.
+Every hook is called with keyword arguments; an implementation may take any subset of them.
+A hook that turns one section into something (``stepwall_compute_terms`` for ``hardware``)
+is called only on the plugin that owns the scenario's kind of that section (and on plugins
+that wrap the hook), so an implementation needs no ``if kind != mine`` guard. Hooks that
+collect from many plugins (``stepwall_fixed_terms``, ``stepwall_constraints``) are called on
+every plugin whose kinds the scenario uses and on plugins that own no kind. docs/hooks.md
+repeats each signature; a test keeps the two in sync.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import pluggy
 if TYPE_CHECKING:
     import sympy as sp
 
-    from stepwall.spec import KindSpec, Scenario
+    from stepwall.analyses import Analysis
+    from stepwall.fields import KindSpec
+    from stepwall.formats import Format
+    from stepwall.report.blocks import BlockKind
+    from stepwall.scenario import Scenario
     from stepwall.terms import Collective, Constraint, Decoding, Layout, Op, Term, Workload
 
 hookspec = pluggy.HookspecMarker("stepwall")
@@ -26,72 +33,58 @@ hookimpl = pluggy.HookimplMarker("stepwall")
 def stepwall_spec_kinds() -> list[KindSpec]:
     """Declare the spec sections and kinds this plugin owns, with their fields.
 
-    Called once when the plugin manager is built. Return a list of `KindSpec`
-    (section such as ``"hardware"``, kind such as ``"gpu"``, an attrs class whose fields are
-    declared with `stepwall.spec.quantity`, `choice` or `flag`). Two plugins claiming the same
+    Called once when the registry is built. Return a list of `KindSpec` (section such as
+    ``"hardware"``, kind such as ``"gpu"``, an attrs class whose fields are declared with
+    `stepwall.fields.quantity`, `choice` or `flag`). Two plugins claiming the same
     (section, kind) is an error naming both. Not firstresult: every plugin's list is used.
     """
 
 
 @hookspec(firstresult=True)
 def stepwall_decoding(scenario: Scenario) -> Decoding | None:
-    """Decide the decoding scheme: verify tokens per user M, accepted tokens τ, and its terms.
-
-    ``scenario`` is the validated Scenario. Return a `Decoding` for the ``decoding.kind`` this
-    plugin owns, else None. firstresult.
-    """
+    """Decide the decoding scheme: verify tokens per user M, accepted tokens τ, and the
+    drafting work per step. Called on the owner of the scenario's ``decoding`` kind."""
 
 
 @hookspec(firstresult=True)
 def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout | None:
     """Lay a replica out over GPUs: TP and EP degrees, DP replicas, users per attention rank.
-
-    Validate degrees against the cluster and the model (raise `SpecError`). Return a `Layout`
-    for the ``parallel.kind`` this plugin owns, else None. firstresult.
-    """
+    Called on the owner of the scenario's ``parallel`` kind."""
 
 
 @hookspec(firstresult=True)
 def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) -> Workload | None:
-    """State the model's per-GPU work for one step under ``layout``.
-
-    Return a `Workload`: the `Op`s each GPU runs (bytes and FLOPs), the `Collective`s the
-    layout needs, weight and KV-cache bytes per GPU, and the layer count. For the
-    ``model.kind`` this plugin owns, else None. firstresult.
-    """
+    """State the model's per-GPU work for one step under ``layout``: the `Op`s each GPU runs
+    (bytes and FLOPs), the `Collective`s the layout needs, weight and KV-cache bytes per GPU,
+    and the layer count. Called on the owner of the scenario's ``model`` kind."""
 
 
 @hookspec(firstresult=True)
 def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term] | None:
-    """Turn per-GPU work into time on the ``hardware.kind`` this plugin owns (else None).
-
-    Typically a roofline per op plus kernel-launch cost. firstresult.
-    """
+    """Turn per-GPU work into time (typically a roofline per op plus kernel launches).
+    Called on the owner of the scenario's ``hardware`` kind."""
 
 
 @hookspec(firstresult=True)
 def stepwall_collective_terms(
     scenario: Scenario, collectives: tuple[Collective, ...]
 ) -> list[Term] | None:
-    """Turn collectives into time on the cluster's networks (``cluster.scale_up.kind`` and
-    ``cluster.scale_out.kind``); collectives whose group spans domains go hierarchical.
-    Return None if this plugin does not own the scale-up kind. firstresult.
-    """
+    """Turn collectives into time on the cluster's networks; collectives whose group spans
+    domains go hierarchical. Called on the owner of the ``cluster.scale_up`` kind."""
 
 
 @hookspec(firstresult=True)
 def stepwall_device_memory(scenario: Scenario, workload: Workload) -> sp.Expr | None:
-    """Bytes resident in device memory per GPU, when a plugin keeps some of the workload's
-    weights elsewhere (host memory, another tier). Default when every plugin returns None:
-    ``workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu``. firstresult.
-    """
+    """Bytes resident in device memory per GPU, when some of the workload's weights live
+    elsewhere (host memory, another tier). Called on the owner of the ``hardware`` kind;
+    when it returns None (or does not implement it): ``workload.weight_bytes_per_gpu +
+    workload.kv_bytes_per_gpu``."""
 
 
 @hookspec
 def stepwall_fixed_terms(scenario: Scenario, workload: Workload, decoding: Decoding) -> list[Term]:
-    """Contribute fixed or calibrated terms (per step, per layer). Not firstresult: every
-    plugin's terms are added to the step.
-    """
+    """Contribute fixed or calibrated terms (per step, per layer, drafting). Not
+    firstresult: every plugin's terms are added to the step."""
 
 
 @hookspec
@@ -104,6 +97,26 @@ def stepwall_constraints(
     Called after the terms are made. A configuration that violates one never produces a
     number: ``eval`` refuses it naming the first key, ``sweep`` marks the row infeasible,
     ``derive`` searches only where all hold. The composer adds its own: resident memory fits
-    and every term is ≥ 0. Not firstresult: every plugin's list is used; return [] for
-    sections you do not own.
+    and every term is ≥ 0. Not firstresult: every plugin's list is used.
     """
+
+
+@hookspec
+def stepwall_analyses() -> list[Analysis]:
+    """Declare analyses (``stepwall derive SCENARIO NAME``, report blocks ``derivation``):
+    each an `stepwall.analyses.Analysis` with its name, options class and function. Called
+    once when the registry is built. Not firstresult."""
+
+
+@hookspec
+def stepwall_report_blocks() -> list[BlockKind]:
+    """Declare report block kinds (``[[block]] kind = NAME``): each a
+    `stepwall.report.blocks.BlockKind` with its options class and renderer. Called once when
+    the registry is built. Not firstresult."""
+
+
+@hookspec
+def stepwall_formats() -> list[Format]:
+    """Declare output formats (``--format NAME``, ``-o FILE.SUFFIX``): each a
+    `stepwall.formats.Format` with its suffixes and writers. Called once when the registry is
+    built. Not firstresult."""

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO, Any
 
 from stepwall.errors import SpecError
 
@@ -73,6 +74,35 @@ def write_file(path: Path, data: str | bytes) -> None:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_stream(path: Path, fmt: Any, table: Any) -> int:
+    """Write a (streamed) table in a format to ``path`` atomically; return the rows."""
+    from stepwall.formats import Table
+
+    rows = [0]
+
+    def counted() -> Any:
+        for chunk in table.chunks():
+            rows[0] += len(chunk[0]) if chunk else 0
+            yield chunk
+
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        f: IO[Any] = (
+            os.fdopen(fd, "wb") if fmt.binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
+        )
+        with f:
+            fmt.write(Table(table.columns, counted, table.title, table.document), f)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise SpecError(str(path), "", f"cannot write: {e.strerror or e}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return rows[0]
 
 
 def write_folder(path: Path, files: Mapping[str, bytes]) -> list[Path]:

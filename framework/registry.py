@@ -1,14 +1,20 @@
-"""The plugin manager: built-ins from a tuple of module names, third parties from the
-entry-point group ``stepwall`` (unless STEPWALL_DISABLE_PLUGIN_AUTOLOAD is set).
+"""The plugin registry: pluggy's manager, the kinds plugins declare, and the registries of
+what follows the model (analyses, report blocks, output formats).
 
-`Hooks` is the typed facade the composer calls; it wraps each call so an exception inside
-a plugin becomes a `PluginError` naming the plugin and the hook.
+Built-ins are registered from a tuple of module names, third parties from the entry-point
+group ``stepwall`` (unless STEPWALL_DISABLE_PLUGIN_AUTOLOAD is set). A broken third-party
+plugin does not take the tool down: one that cannot be imported, implements a hook that does
+not exist, raises while declaring or claims what another plugin owns is skipped, and the
+reason kept in `Registry.problems` (``stepwall plugins`` lists it). Built-ins and plugins
+passed explicitly (``extra``, the test kit) are not skipped: their errors raise.
 
-A broken third-party plugin does not take the tool down: an entry point that cannot be
-imported, implements a hook that does not exist, raises in ``stepwall_spec_kinds`` or claims
-a kind another plugin already owns is skipped, and the reason is kept in `Hooks.problems`
-(``stepwall plugins`` lists it). Built-ins and plugins passed explicitly (``extra``, the test
-kit) are not skipped: their errors raise `PluginError`, naming the plugin.
+Hooks are called through pluggy. A hook that turns one section into terms
+(``stepwall_compute_terms`` for ``hardware``, …) is called on the plugin that owns the
+section's kind only, plus any plugin that wraps the hook (``@hookimpl(wrapper=True)``); so
+an implementation never needs an ``if kind != mine`` guard. Hooks every plugin may add to
+(``stepwall_fixed_terms``, ``stepwall_constraints``) are called on the plugins whose kinds
+the scenario uses and on plugins that own no kind. A plugin's exception or a result of the
+wrong type becomes a `PluginError` naming the plugin and the hook.
 """
 
 from __future__ import annotations
@@ -18,13 +24,18 @@ import importlib
 import importlib.metadata
 import os
 import time
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
+import attrs
 import pluggy
 
 from stepwall import hookspecs
-from stepwall.errors import PluginError, StepwallError
-from stepwall.spec import KindSpec
+from stepwall.errors import DimensionError, PluginError, StepwallError
+from stepwall.fields import KindSpec, combined
+
+if TYPE_CHECKING:
+    from stepwall.scenario import Scenario
 
 BUILTIN_PLUGINS = (
     "stepwall.plugins.moe_transformer",
@@ -34,106 +45,204 @@ BUILTIN_PLUGINS = (
     "stepwall.plugins.decoding",
     "stepwall.plugins.overhead",
     "stepwall.plugins.workload",
+    "stepwall.analyses",
+    "stepwall.report.blocks",
+    "stepwall.formats",
 )
 ENTRY_POINT_GROUP = "stepwall"
 DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"
 
+# The section whose kind selects the plugin for each kind-selected hook.
+OWNED_HOOKS = {
+    "stepwall_decoding": "decoding",
+    "stepwall_partition": "parallel",
+    "stepwall_model_work": "model",
+    "stepwall_compute_terms": "hardware",
+    "stepwall_collective_terms": "cluster.scale_up",
+    "stepwall_device_memory": "hardware",
+}
+# name -> (hook that declares entries, what an entry is called in messages)
+ENTRY_HOOKS = {
+    "analyses": ("stepwall_analyses", "analysis"),
+    "blocks": ("stepwall_report_blocks", "report block"),
+    "formats": ("stepwall_formats", "output format"),
+}
 
-class Hooks:
-    """A built plugin manager with its declared kinds.
 
-    ``problems`` maps the name of each skipped third-party plugin to why it was skipped.
-    ``lenient`` names the plugins that are skipped (not raised on) when their kinds clash or
-    ``stepwall_spec_kinds`` raises: the entry points.
+class Registry:
+    """A built plugin manager with the kinds and entries its plugins declare.
+
+    ``problems`` maps each skipped third-party plugin to why; ``import_seconds`` how long
+    each plugin took to import; ``models`` keeps built models by shape (`build_model`).
     """
 
     def __init__(
         self,
         pm: pluggy.PluginManager,
-        problems: dict[str, str] | None = None,
+        problems: Mapping[str, str] | None = None,
         lenient: frozenset[str] = frozenset(),
-        import_seconds: dict[str, float] | None = None,
+        import_seconds: Mapping[str, float] | None = None,
     ) -> None:
         self.pm = pm
         self.problems: dict[str, str] = dict(problems or {})
         self.import_seconds: dict[str, float] = dict(import_seconds or {})
-        # built models by shape (`stepwall.model.build_model`), most recent last
+        self.kinds: dict[tuple[str, str], KindSpec] = {}
         self.models: dict[Any, list[tuple[Any, Any]]] = {}
         self._order: list[Any] = []
-        self.kinds: dict[tuple[str, str], KindSpec] = {}
+        self._lenient = lenient
+        self._entries: dict[str, dict[str, Any]] = {}
         for impl in pm.hook.stepwall_spec_kinds.get_hookimpls():  # registration order
             name = pm.get_name(impl.plugin) or "?"
             try:
-                claims = _claims(impl, name, self.kinds)
+                self.kinds.update(_claims(impl, name, self.kinds))
             except PluginError as e:
-                if name not in lenient:
-                    raise
-                self.problems[name] = str(e)
-                pm.unregister(impl.plugin)
-                continue
-            self.kinds.update(claims)
+                self._skip_or_raise(name, e, lenient)
+        for key, spec in list(self.kinds.items()):
+            if spec.extends is not None:
+                base = self.kinds.get(spec.extends)
+                if base is None or base.extends is not None:
+                    problem = PluginError(
+                        f"plugin {spec.plugin}: kind {spec.kind!r} extends {spec.extends!r}, "
+                        "which no plugin declares (or which extends another)"
+                    )
+                    self._skip_or_raise(spec.plugin, problem, lenient)
+                    continue
+                fields = combined(base.fields, spec.fields, spec.fields.__name__)
+                self.kinds[key] = attrs.evolve(spec, fields=fields)
 
-    def call(self, hook: str, **kwargs: Any) -> Any:
-        """Call a hook with keyword arguments; a plugin's exception, or a result of the wrong
-        type, is a `PluginError` naming the plugin and the hook."""
-        caller = getattr(self.pm.hook, hook)
-        impls = caller.get_hookimpls()
-        firstresult = caller.spec.opts.get("firstresult", False)
-        results = []
-        for impl in reversed(impls):  # pluggy order: last registered first
-            args = {k: kwargs[k] for k in impl.argnames}
-            try:
-                out = impl.function(**args)
-            except StepwallError:
-                raise
-            except Exception as e:
-                name = self.pm.get_name(impl.plugin)
-                raise PluginError(f"plugin {name}: {hook} raised {type(e).__name__}: {e}") from e
-            if out is None:
-                continue
-            _check_result(hook, out, self.pm.get_name(impl.plugin) or "?")
-            if firstresult:
-                return out
-            results.append(out)
-        return None if firstresult else results
+    # analyses, report blocks and formats are gathered on first use: a command that needs
+    # none of them does not import what they import
+    @property
+    def analyses(self) -> dict[str, Any]:
+        return self._gather("analyses")
 
-    def remember(self, shape: Any, reads: Any, model: Any, keep: int = 256) -> None:
-        """Keep a built model for its shape (at most ``keep`` shapes, least recent dropped)."""
-        self.models.setdefault(shape, []).append((reads, model))
-        if shape in self._order:
-            self._order.remove(shape)
-        self._order.append(shape)
-        while len(self._order) > keep:
-            self.models.pop(self._order.pop(0), None)
+    @property
+    def blocks(self) -> dict[str, Any]:
+        return self._gather("blocks")
 
-    def slow_imports(self, limit: float = 1.0) -> list[str]:
-        """A line for each plugin whose import took over ``limit`` seconds."""
-        return [
-            f"plugin {name} took {s:.1f} s to import; every command pays it "
-            f"(STEPWALL_DISABLE_PLUGIN_AUTOLOAD=1 skips installed plugins)"
-            for name, s in sorted(self.import_seconds.items())
-            if s > limit
-        ]
+    @property
+    def formats(self) -> dict[str, Any]:
+        return self._gather("formats")
 
-    def plugin_of(self, section: str, kind: str) -> str:
+    def _gather(self, attr: str) -> dict[str, Any]:
+        if attr not in self._entries:
+            hook, what = ENTRY_HOOKS[attr]
+            table: dict[str, Any] = {}
+            self._entries[attr] = table
+            for impl in getattr(self.pm.hook, hook).get_hookimpls():
+                name = self.pm.get_name(impl.plugin) or "?"
+                try:
+                    table.update(_entries(impl, name, hook, what, table))
+                except PluginError as e:
+                    self._skip_or_raise(name, e, self._lenient)
+        return self._entries[attr]
+
+    def _skip_or_raise(self, name: str, error: PluginError, lenient: frozenset[str]) -> None:
+        if name not in lenient:
+            raise error
+        self.problems[name] = str(error)
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin)
+        tables: list[dict[Any, Any]] = [self.kinds, *self._entries.values()]
+        for table in tables:
+            for key in [k for k, v in table.items() if getattr(v, "plugin", None) == name]:
+                del table[key]
+
+    # ---- calling hooks
+
+    def owner(self, section: str, kind: str) -> str:
         spec = self.kinds.get((section, kind))
         return spec.plugin if spec else "?"
 
+    def call_owner(self, hook: str, scenario: Scenario, **kwargs: Any) -> Any:
+        """A kind-selected hook, on the plugin that owns the scenario's kind of its section
+        (and on plugins that wrap the hook); None when that plugin does not implement it."""
+        section = OWNED_HOOKS[hook]
+        owner = self.owner(section, scenario.kinds.get(section, ""))
+        return self._call(hook, {owner}, dict(scenario=scenario, **kwargs), single=owner)
+
+    def call_each(self, hook: str, scenario: Scenario, **kwargs: Any) -> list[Any]:
+        """A hook every plugin may add to: called on the plugins whose kinds the scenario
+        uses and on plugins that own no kind; one result per plugin that returned one."""
+        used = {self.owner(s, k) for s, k in scenario.kinds.items()}
+        owners = {spec.plugin for spec in self.kinds.values()}
+        names = {n for n, _ in self.pm.list_name_plugin() if n in used or n not in owners}
+        return list(self._call(hook, names, dict(scenario=scenario, **kwargs)) or [])
+
+    def _call(
+        self, hook: str, names: set[str], kwargs: dict[str, Any], single: str | None = None
+    ) -> Any:
+        caller = getattr(self.pm.hook, hook)
+        impls = caller.get_hookimpls()
+        wrappers = {self.pm.get_name(i.plugin) for i in impls if i.wrapper or i.hookwrapper}
+        plain = {self.pm.get_name(i.plugin) for i in impls} - wrappers
+        if single is not None and single not in plain:
+            return None
+        drop = [p for n, p in self.pm.list_name_plugin() if n not in names | wrappers]
+        subset = self.pm.subset_hook_caller(hook, remove_plugins=drop)
+        try:
+            out = subset(**kwargs)
+        except Exception as e:
+            raise self._blame(hook, names & plain, kwargs, single, e) from None
+        if caller.spec.opts.get("firstresult"):
+            if out is not None:
+                _check_result(hook, out, single or "?")
+            return out
+        try:
+            for result in out:
+                _check_result(hook, result, single or "?")
+        except PluginError:
+            if single is not None:
+                raise
+            for name in sorted(names & plain):  # which plugin returned it: ask each alone
+                self._call(hook, {name}, kwargs, single=name)
+            raise
+        return out
+
+    def _blame(
+        self, hook: str, names: set[str], kwargs: dict[str, Any], single: str | None,
+        error: Exception,
+    ) -> Exception:  # fmt: skip
+        """The error of a hook call, naming the plugin that raised it."""
+        who = single
+        if who is None:  # several plugins: find the one that raises on its own
+            for name in sorted(names):
+                try:
+                    self._call(hook, {name}, kwargs, single=name)
+                except Exception:
+                    who = name
+                    break
+        who = who or ", ".join(sorted(names))
+        if isinstance(error, DimensionError):
+            return error if error.plugin else error.located(term=error.term, plugin=who)
+        if isinstance(error, StepwallError):
+            return error
+        wrapped = PluginError(f"plugin {who}: {hook} raised {type(error).__name__}: {error}")
+        wrapped.__cause__ = error
+        return wrapped
+
+    # ---- description
+
     def describe(self) -> list[dict[str, Any]]:
-        """Each plugin: name, version, the kinds it claims and the hooks it implements."""
+        """Each plugin: name, version, the kinds and entries it declares, the hooks it
+        implements and how long it took to import."""
         rows = []
         for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda np: np[0]):
             hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or () if h.name != "_")
             kinds = sorted(f"{s}:{k}" for (s, k), spec in self.kinds.items() if spec.plugin == name)
-            rows.append(
-                {
-                    "name": name,
-                    "version": _version_of(plugin),
-                    "kinds": kinds,
-                    "hooks": hooks,
-                    "import_seconds": self.import_seconds.get(name, 0.0),
-                }
-            )
+            row: dict[str, Any] = {
+                "name": name,
+                "version": _version_of(plugin),
+                "kinds": kinds,
+                "hooks": hooks,
+                "import_seconds": self.import_seconds.get(name, 0.0),
+            }
+            for attr in ENTRY_HOOKS:
+                mine = sorted(k for k, v in getattr(self, attr).items() if v.plugin == name)
+                if mine:
+                    row[attr] = mine
+            rows.append(row)
         for name, problem in sorted(self.problems.items()):
             rows.append(
                 {
@@ -145,6 +254,28 @@ class Hooks:
                 }
             )
         return rows
+
+    def slow_imports(self, limit: float = 1.0) -> list[str]:
+        """A line for each plugin whose import took over ``limit`` seconds."""
+        return [
+            f"plugin {name} took {s:.1f} s to import; every command pays it "
+            f"(STEPWALL_DISABLE_PLUGIN_AUTOLOAD=1 skips installed plugins)"
+            for name, s in sorted(self.import_seconds.items())
+            if s > limit
+        ]
+
+    def remember(self, shape: Any, reads: Any, model: Any, keep: int = 256) -> None:
+        """Keep a built model for its shape (at most ``keep`` shapes, least recent dropped)."""
+        self.models.setdefault(shape, []).append((reads, model))
+        if shape in self._order:
+            self._order.remove(shape)
+        self._order.append(shape)
+        while len(self._order) > keep:
+            self.models.pop(self._order.pop(0), None)
+
+    def versions(self) -> tuple[tuple[str, str], ...]:
+        """Every plugin with its version: part of what a cached model depends on."""
+        return tuple(sorted((n, _version_of(p)) for n, p in self.pm.list_name_plugin()))
 
 
 def _returns() -> dict[str, tuple[type, bool]]:
@@ -190,7 +321,7 @@ def _check_result(hook: str, out: Any, plugin: str) -> None:
 
 
 def _claims(
-    impl: Any, name: str, taken: dict[tuple[str, str], KindSpec]
+    impl: Any, name: str, taken: Mapping[tuple[str, str], KindSpec]
 ) -> dict[tuple[str, str], KindSpec]:
     """One plugin's declared kinds, checked against those already ``taken``."""
     try:
@@ -211,7 +342,29 @@ def _claims(
                 f"plugin {name}: kind {spec.kind!r} of section {spec.section!r} is "
                 f"already claimed by plugin {owner}"
             )
-        out[key] = KindSpec(spec.section, spec.kind, spec.fields, spec.doc, spec.default, name)
+        out[key] = attrs.evolve(spec, plugin=name)
+    return out
+
+
+def _entries(
+    impl: Any, name: str, hook: str, what: str, taken: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One plugin's declared analyses / blocks / formats, named and checked for clashes."""
+    try:
+        declared = impl.function()
+    except Exception as e:
+        raise PluginError(f"plugin {name}: {hook} raised {e!r}") from None
+    out: dict[str, Any] = {}
+    for entry in declared or ():
+        if not attrs.has(type(entry)) or not hasattr(entry, "name"):
+            raise PluginError(
+                f"plugin {name}: {hook} returned {type(entry).__name__} where a {what} was expected"
+            )
+        if entry.name in taken or entry.name in out:
+            owner = taken[entry.name].plugin if entry.name in taken else name
+            raise PluginError(f"plugin {name}: {what} {entry.name!r} is already provided by "
+                              f"plugin {owner}")  # fmt: skip
+        out[entry.name] = attrs.evolve(entry, plugin=name)
     return out
 
 
@@ -242,11 +395,11 @@ def _dist_names() -> dict[str, str]:
     return out
 
 
-def build(extra: tuple[object, ...] = (), autoload: bool | None = None) -> Hooks:
-    """A fresh plugin manager: built-ins, entry points (unless disabled), then ``extra``.
+def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registry:
+    """A fresh registry: built-ins, entry points (unless disabled), then ``extra``.
 
     An entry point that fails to load or to register is skipped and recorded in
-    `Hooks.problems`; a built-in or an ``extra`` plugin that fails raises `PluginError`.
+    `Registry.problems`; a built-in or an ``extra`` plugin that fails raises `PluginError`.
     """
     pm = pluggy.PluginManager("stepwall")
     pm.add_hookspecs(hookspecs)
@@ -254,8 +407,9 @@ def build(extra: tuple[object, ...] = (), autoload: bool | None = None) -> Hooks
     for modname in BUILTIN_PLUGINS:
         start = time.perf_counter()
         module = importlib.import_module(modname)
-        seconds[modname.rsplit(".", 1)[-1]] = time.perf_counter() - start
-        pm.register(module, name=modname.rsplit(".", 1)[-1])
+        short = modname.removeprefix("stepwall.").removeprefix("plugins.").replace(".", "_")
+        seconds[short] = time.perf_counter() - start
+        pm.register(module, name=short)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
@@ -286,7 +440,7 @@ def build(extra: tuple[object, ...] = (), autoload: bool | None = None) -> Hooks
     for plugin in extra:
         if not pm.is_registered(plugin):
             _register(pm, plugin, getattr(plugin, "__name__", None))
-    return Hooks(pm, problems, frozenset(lenient), seconds)
+    return Registry(pm, problems, frozenset(lenient), seconds)
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None) -> None:
@@ -303,7 +457,12 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str | None) -> Non
         raise PluginError(f"plugin {label}: {e}") from None
 
 
-@functools.cache
-def default() -> Hooks:
-    """The process-wide plugin manager (built-ins plus installed entry points)."""
-    return build()
+_DEFAULT: list[Registry] = []
+
+
+def default() -> Registry:
+    """The registry of the built-ins and installed plugins, built on first use (the command
+    line and the library's defaults use it; pass a registry explicitly to use another)."""
+    if not _DEFAULT:
+        _DEFAULT.append(build())
+    return _DEFAULT[0]

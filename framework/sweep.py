@@ -1,10 +1,11 @@
 """Sweeps: a scenario evaluated over the cartesian product of parameter values.
 
-One model is built and lambdified once; the grid is fed to it as broadcast numpy arrays, so a
-sweep does no symbolic work per point. Values are checked like ``--set`` values (unit,
-dimension, range, whole number). Validity is evaluated with the metrics: every constraint
-(memory, divisibility, cluster size, …) is compiled beside them, so each row says whether it
-is feasible and, if not, which constraint fails first.
+The model is compiled once (`stepwall.compiled`; from the on-disk cache when its shape was
+compiled before) and the grid is fed to it as broadcast numpy arrays, chunk by chunk, so a
+sweep does no symbolic work per point and streams in bounded memory. Values are checked like
+``--set`` values (unit, dimension, range, whole number). Validity is evaluated with the
+metrics: every constraint (memory, divisibility, cluster size, …) is compiled beside them, so
+each row says whether it is feasible and, if not, which constraint fails first.
 
 A key whose *value* a plugin reads while building the model (``model.n_experts`` decides
 whether MoE terms exist) is structural: the sweep builds one model per value of such a key
@@ -18,33 +19,36 @@ log- or evenly-spaced points; whole numbers for integer keys), with units:
 
 from __future__ import annotations
 
-import csv
-import io
-import itertools
-import json
 import math
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
+from stepwall import registry as registries
+from stepwall.compiled import METRIC_UNITS, METRICS, CompiledModel
 from stepwall.errors import SpecError, UnitError, did_you_mean
-from stepwall.model import METRIC_UNITS, METRICS, StepModel, build_model
-from stepwall.spec import check_magnitude, parse_set
+from stepwall.formats import Column, Table
+from stepwall.loader import parse_set
+from stepwall.registry import Registry
+from stepwall.scenario import Scenario
 from stepwall.units import parse_quantity, parse_unit, split_quantity
+from stepwall.validation import check_magnitude, load_scenario
 
 DEFAULT_METRICS = ("step_time_s", "tokens_per_s_per_user", "tokens_per_s", "tokens_per_s_per_gpu")
-MAX_POINTS = 20_000_000  # a grid beyond this is refused: use a coarser step
+MAX_POINTS = 200_000_000  # a grid beyond this is refused: use a coarser step
+CHUNK = 200_000
 
 
-def metric_names(model: StepModel) -> list[str]:
+def metric_names(model: Any) -> list[str]:
     """Every name a sweep, a table or a placeholder may ask for: the metrics, ``group.G``
-    (seconds per term group) and ``term.NAME`` (seconds per term)."""
+    (seconds per term group) and ``term.NAME`` (seconds per term). ``model`` is a StepModel
+    or a CompiledModel (anything with named, grouped ``terms``)."""
     groups = sorted({t.group for t in model.terms})
     return [*METRICS, *(f"group.{g}" for g in groups), *(f"term.{t.name}" for t in model.terms)]
 
@@ -53,8 +57,8 @@ def metric_unit(name: str) -> str:
     return METRIC_UNITS.get(name, "s")
 
 
-def pick(model: StepModel, ev: Mapping[str, Any], name: str, where: str = "--metric") -> Any:
-    """One named quantity out of ``model.evaluate`` output (see `metric_names`)."""
+def pick(model: Any, ev: Mapping[str, Any], name: str, where: str = "--metric") -> Any:
+    """One named quantity out of an evaluation (see `metric_names`)."""
     if name in METRICS:
         return ev[name]
     if name.startswith("term.") and name[5:] in ev["terms"]:
@@ -63,15 +67,10 @@ def pick(model: StepModel, ev: Mapping[str, Any], name: str, where: str = "--met
         members = [t.name for t in model.terms if t.group == name[6:]]
         if members:
             return sum(np.asarray(ev["terms"][n], dtype=float) for n in members)
-
     names = metric_names(model)
     dym = did_you_mean(name, names)
-    raise SpecError(
-        where,
-        name,
-        f"unknown metric{dym}",
-        f"one of: {', '.join(METRICS)}, group.<group>, term.<term>",
-    )
+    raise SpecError(where, name, f"unknown metric{dym}",
+                    f"one of: {', '.join(METRICS)}, group.<group>, term.<term>")  # fmt: skip
 
 
 @attrs.frozen
@@ -191,125 +190,28 @@ def parse_vary(text: str) -> tuple[str, list[Any] | Span]:
 
 
 @attrs.frozen
-class Sweep:
-    """A finished sweep: the axes (key, the values as given, SI magnitudes) and results
-    (each metric as an array with one axis per key, in ``keys`` order), with ``feasible``
-    and ``violation`` (the first constraint that fails, "" where all hold) per point."""
-
-    scenario: str
-    keys: tuple[str, ...]
-    given: tuple[tuple[Any, ...], ...]
-    si: tuple[np.ndarray, ...]
-    metrics: tuple[str, ...]
-    results: Mapping[str, np.ndarray]
-    model: StepModel
-    feasible: np.ndarray = attrs.field(factory=lambda: np.ones(0, dtype=bool))
-    violation: np.ndarray = attrs.field(factory=lambda: np.zeros(0, dtype=object))
-    warnings: tuple[str, ...] = ()
-    integer: tuple[bool, ...] = ()  # whether each key takes whole values (written as such)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(len(v) for v in self.si)
-
-    def _points(self, feasible_only: bool) -> Iterable[tuple[int, ...]]:
-        for idx in itertools.product(*(range(n) for n in self.shape)):
-            if not feasible_only or bool(self.feasible[idx]):
-                yield idx
-
-    def rows(self, feasible_only: bool = False) -> list[dict[str, Any]]:
-        """One dict per grid point (row-major, last key fastest): key values in SI, metrics,
-        ``feasible`` and ``violation``."""
-        out = []
-        for idx in self._points(feasible_only):
-            row: dict[str, Any] = {
-                k: _num(self.si[i][j]) for i, (k, j) in enumerate(zip(self.keys, idx, strict=True))
-            }
-            for m in self.metrics:
-                row[m] = _num(self.results[m][idx])
-            row["feasible"] = bool(self.feasible[idx])
-            row["violation"] = str(self.violation[idx])
-            out.append(row)
-        return out
-
-    def _head(self) -> list[str]:
-        return [
-            *self.keys,
-            *(f"{m} [{metric_unit(m)}]" if metric_unit(m) else m for m in self.metrics),
-            "feasible",
-            "violation",
-        ]
-
-    def to_csv(self, feasible_only: bool = False) -> str:
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(self._head())
-        whole = self.integer or (False,) * len(self.keys)
-        for r in self.rows(feasible_only):
-            keys = zip(self.keys, whole, strict=True)
-            w.writerow([
-                *(str(int(r[k])) if i else _fmt_csv(r[k]) for k, i in keys),
-                *(_fmt_csv(r[c]) for c in self.metrics),
-                "true" if r["feasible"] else "false",
-                r["violation"],
-            ])  # fmt: skip
-        return buf.getvalue()
-
-    def to_json(self, feasible_only: bool = False) -> str:
-        doc = {
-            "scenario": self.scenario,
-            "axes": [
-                {"key": k, "given": [str(g) for g in gv], "si": [_num(x) for x in s]}
-                for k, gv, s in zip(self.keys, self.given, self.si, strict=True)
-            ],
-            "units": {m: metric_unit(m) for m in self.metrics},
-            "rows": self.rows(feasible_only),
-        }
-        return json.dumps(doc, indent=2) + "\n"
-
-    def to_table(self, feasible_only: bool = False) -> str:
-        head = self._head()
-        body = []
-        for idx in self._points(feasible_only):
-            ok = bool(self.feasible[idx])
-            body.append(
-                [str(self.given[i][j]) for i, j in enumerate(idx)]
-                + [f"{_num(self.results[m][idx]):.6g}" for m in self.metrics]
-                + ["yes" if ok else "no", str(self.violation[idx])]
-            )
-        widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-        lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
-        lines.append("  ".join("-" * w for w in widths))
-        lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
-        if not body:
-            lines.append("(no feasible point)" if feasible_only else "(empty)")
-        return "\n".join(lines)
-
-
-def _num(x: Any) -> float:
-    return float(np.asarray(x, dtype=float))
-
-
-def _fmt_csv(x: float) -> str:
-    return repr(float(x))
+class Axis:
+    key: str
+    given: tuple[Any, ...]
+    si: np.ndarray
+    integer: bool
 
 
 def axis_values(
-    model: StepModel, key: str, values: Sequence[Any] | Span, warnings: list[str]
-) -> tuple[list[Any], np.ndarray]:
+    scenario: Scenario, key: str, values: Sequence[Any] | Span, warnings: list[str]
+) -> Axis:
     """The values of one axis as given and as SI magnitudes, each checked as ``--set
     key=value`` would be (unknown key, unit, dimension, range, whole number)."""
-    sc = model.scenario
-    f = sc.field(key)
+    f = scenario.field(key)
     if f is None:
-        if key in {s.name for s in model.values}:
+        if key in scenario.by_path:
             raise SpecError("--vary", key, "is fixed by the model, not a spec value",
                             "a numeric spec key such as parallel.tp")  # fmt: skip
-        names = sorted(p for s in sc.sections for p in _numeric_keys(sc, s))
-        dym = did_you_mean(key, names)
+        dym = did_you_mean(key, scenario.numeric_paths())
         raise SpecError("--vary", key, f"not a numeric key of this scenario{dym}",
                         "a numeric key such as parallel.tp")  # fmt: skip
-    given = values.labels(bool(f.metadata["integer"])) if isinstance(values, Span) else values
+    integer = bool(f.metadata["integer"])
+    given = values.labels(integer) if isinstance(values, Span) else list(values)
     si = []
     for v in given:
         try:
@@ -319,25 +221,123 @@ def axis_values(
         if dim.dimensionless and not f.metadata["dim"].dimensionless and not isinstance(v, str):
             raise SpecError("--vary", key, f"{v!r} has no unit", "values with units, e.g. 8TB/s")
         si.append(check_magnitude(f, magnitude, dim, repr(v), "--vary", key, warnings))
-    return list(given), np.asarray(si, dtype=float)
+    return Axis(key, tuple(given), np.asarray(si, dtype=float), integer)
 
 
-def _numeric_keys(sc: Any, section: str) -> list[str]:
-    obj = sc.sections[section]
-    return [f"{section}.{a.name}" for a in attrs.fields(type(obj)) if "dim" in a.metadata]
+@attrs.frozen
+class Plan:
+    """A sweep, ready to evaluate: the base scenario, the axes, the metrics, and how to get
+    the compiled model of each structural combination."""
+
+    scenario: Scenario
+    ref: str | Path
+    sets: tuple[str, ...]
+    axes: tuple[Axis, ...]
+    metrics: tuple[str, ...]
+    numeric: CompiledModel
+    registry: Registry
+    warnings: tuple[str, ...]
+    model: Any = None  # a StepModel, when the caller had one
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(a.si) for a in self.axes)
+
+    @property
+    def total(self) -> int:
+        return math.prod(self.shape)
+
+    def columns(self) -> tuple[Column, ...]:
+        keys = [Column(a.key, "", "int" if a.integer else "float") for a in self.axes]
+        ms = [Column(m, metric_unit(m)) for m in self.metrics]
+        return (*keys, *ms, Column("feasible", "", "bool"), Column("violation", "", "text"))
+
+    def chunks(
+        self, chunk: int = CHUNK, progress: Callable[[int, int], None] | None = None,
+        feasible_only: bool = False,
+    ) -> Iterator[list[Any]]:  # fmt: skip
+        """The grid, row-major (last key fastest), in chunks: key columns, metric columns,
+        feasible, violation."""
+        keys = [a.key for a in self.axes]
+        structural = [i for i, k in enumerate(keys) if k in self.numeric.structural_keys]
+        free = [i for i in range(len(keys)) if i not in structural]
+        numerics: dict[tuple[Any, ...], CompiledModel] = {}
+        done = 0
+        for start in range(0, self.total, chunk):
+            idx = np.arange(start, min(self.total, start + chunk))
+            coords = np.unravel_index(idx, self.shape) if self.axes else ()
+            cols = [a.si[c] for a, c in zip(self.axes, coords, strict=True)]
+            out = {m: np.empty(idx.size) for m in self.metrics}
+            ok = np.zeros(idx.size, dtype=bool)
+            first = np.full(idx.size, "", dtype=object)
+            combos = (
+                np.unique(np.column_stack([cols[i] for i in structural]), axis=0)
+                if structural else np.zeros((1, 0))
+            )  # fmt: skip
+            for combo in combos:
+                rows = np.ones(idx.size, dtype=bool)
+                for i, v in zip(structural, combo, strict=True):
+                    rows &= cols[i] == v
+                key = tuple(combo)
+                if key not in numerics:
+                    numerics[key] = self._numeric_for(
+                        {keys[i]: v for i, v in zip(structural, combo, strict=True)}
+                    )
+                num = numerics[key]
+                values: dict[str, Any] = {s.name: v for s, v in self.scenario.values.items()}
+                values.update({keys[i]: float(v) for i, v in zip(structural, combo, strict=True)})
+                values.update({keys[i]: cols[i][rows] for i in free})
+                ev = num.evaluate(values)
+                n = int(rows.sum())
+                for m in self.metrics:
+                    out[m][rows] = np.broadcast_to(np.asarray(pick(num, ev, m), dtype=float), (n,))
+                good = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), (n,))
+                ok[rows] = good
+                names = np.full(n, "", dtype=object)
+                for c in num.constraints:
+                    holds = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), (n,))
+                    names[(names == "") & ~holds] = c.name
+                names[(names == "") & ~good] = "finite"
+                first[rows] = names
+            done += idx.size
+            if progress:
+                progress(done, self.total)
+            data: list[Any] = [*cols, *(out[m] for m in self.metrics), ok, first]
+            if feasible_only:
+                data = [np.asarray(d)[ok] for d in data]
+            yield data
+
+    def _numeric_for(self, pinned: Mapping[str, float]) -> CompiledModel:
+        if not pinned:
+            return self.numeric
+        from stepwall.compiled import compile_scenario
+
+        extra = [f"{k}={_short(v)}" for k, v in pinned.items()]
+        sc = load_scenario(self.ref, self.registry.kinds, [*self.sets, *extra])
+        numeric = compile_scenario(sc, self.registry)
+        for m in self.metrics:  # the metric exists in every structural variant
+            pick(numeric, numeric.evaluate({s.name: v for s, v in sc.values.items()}), m)
+        return numeric
+
+    def table(self, feasible_only: bool = False, progress: Any = None) -> Table:
+        """The sweep as a streamed `Table` (for the output formats)."""
+        return Table(self.columns(), lambda: self.chunks(progress=progress,
+                                                         feasible_only=feasible_only),
+                     title=self.scenario.label)  # fmt: skip
 
 
-def run(
+def plan_sweep(
     scenario: str | Path,
     vary: Sequence[tuple[str, Sequence[Any] | Span]],
     sets: Sequence[str] = (),
     metrics: Sequence[str] = DEFAULT_METRICS,
     *,
-    model: StepModel | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    chunk: int = 200_000,
-) -> Sweep:
-    """Evaluate ``scenario`` (with ``sets``) over the product of ``vary``'s values."""
+    registry: Registry | None = None,
+    model: Any = None,
+    cache: bool = True,
+) -> Plan:
+    """Check the axes and metrics and compile the model: everything but the evaluation."""
+    registry = registry or registries.default()
     keys = [k for k, _ in vary]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
@@ -345,69 +345,92 @@ def run(
     for k in keys:
         if any(s.partition("=")[0].strip() == k for s in sets):
             raise SpecError("--vary", k, "also given with --set", "a key either set or varied")
-    model = model or build_model(scenario, sets)
-    warnings = list(model.scenario.warnings)
-    axes = [(k, *axis_values(model, k, v, warnings)) for k, v in vary]
-    shape = tuple(len(a[2]) for a in axes)
-    total = math.prod(shape)
+    if model is not None:
+        sc, numeric = model.scenario, model.numeric
+    else:
+        from stepwall.compiled import compile_scenario
+
+        sc = load_scenario(scenario, registry.kinds, sets)
+        numeric = compile_scenario(sc, registry, cache=cache)
+    warnings = list(sc.warnings)
+    axes = tuple(axis_values(sc, k, v, warnings) for k, v in vary)
+    total = math.prod(len(a.si) for a in axes)
     _cap(total, " × ".join(keys) or "the grid")
-    names = list(metrics)
-    ev0 = model.evaluate()
-    for m in names:
-        pick(model, ev0, m)
-    grids = np.meshgrid(*(a[2] for a in axes), indexing="ij") if axes else []
-    flat = [g.reshape(-1) for g in grids]
-    out = {m: np.empty(total) for m in names}
-    feasible = np.zeros(total, dtype=bool)
-    violation = np.full(total, "", dtype=object)
-    structural = [i for i, k in enumerate(keys) if k in model.structural_keys]
-    combos = itertools.product(*(np.unique(axes[i][2]) for i in structural))
-    done = 0
-    for combo in combos:
-        rows = np.arange(total)
-        for i, v in zip(structural, combo, strict=True):
-            rows = rows[flat[i][rows] == v]
-        if not rows.size:
-            continue
-        m_ = model
-        if structural:
-            pinned = [f"{keys[i]}={_short(v)}" for i, v in zip(structural, combo, strict=True)]
-            m_ = build_model(scenario, [*sets, *pinned])
-            for m in names:
-                pick(m_, m_.evaluate(), m)
-        free = [i for i in range(len(keys)) if i not in structural]
-        for start in range(0, rows.size, chunk):
-            part = rows[start : start + chunk]
-            ev = m_.evaluate({keys[i]: flat[i][part] for i in free})
-            for m in names:
-                out[m][part] = np.broadcast_to(np.asarray(pick(m_, ev, m), dtype=float), part.shape)
-            ok = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), part.shape)
-            feasible[part] = ok
-            first = np.full(part.shape, "", dtype=object)
-            for c in m_.constraints:
-                holds = np.broadcast_to(
-                    np.asarray(ev["constraints"][c.name], dtype=bool), part.shape
-                )
-                first[(first == "") & ~holds] = c.name
-            first[(first == "") & ~ok] = "finite"
-            violation[part] = first
-            done += part.size
-            if progress:
-                progress(done, total)
-    results = {m: v.reshape(shape) for m, v in out.items()}
-    return Sweep(
-        model.scenario.name,
-        tuple(keys),
-        tuple(tuple(a[1]) for a in axes),
-        tuple(a[2] for a in axes),
-        tuple(names),
-        results,
-        model,
-        feasible.reshape(shape),
-        violation.reshape(shape),
-        tuple(dict.fromkeys(warnings)),
-        tuple(bool(model.scenario.field(k).metadata["integer"]) for k in keys),  # type: ignore[union-attr]
-    )
+    ev = numeric.evaluate({s.name: v for s, v in sc.values.items()})
+    for m in metrics:
+        pick(numeric, ev, m)
+    return Plan(sc, scenario, tuple(sets), axes, tuple(metrics), numeric, registry,
+                tuple(dict.fromkeys(warnings)), model)  # fmt: skip
+
+
+@attrs.frozen
+class Sweep:
+    """A finished sweep held in memory: the axes and results (each metric as an array with
+    one axis per key, in ``keys`` order), with ``feasible`` and ``violation`` per point."""
+
+    plan: Plan
+    results: Mapping[str, np.ndarray]
+    feasible: np.ndarray
+    violation: np.ndarray
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(a.key for a in self.plan.axes)
+
+    @property
+    def given(self) -> tuple[tuple[Any, ...], ...]:
+        return tuple(a.given for a in self.plan.axes)
+
+    @property
+    def si(self) -> tuple[np.ndarray, ...]:
+        return tuple(a.si for a in self.plan.axes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.plan.shape
+
+    @property
+    def model(self) -> Any:
+        return self.plan.model
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.plan.warnings
+
+    def table(self, feasible_only: bool = False) -> Table:
+        flat = [np.asarray(self.results[m]).reshape(-1) for m in self.plan.metrics]
+        grids = np.meshgrid(*self.si, indexing="ij") if self.si else []
+        cols: list[Any] = [g.reshape(-1) for g in grids]
+        data = [*cols, *flat, self.feasible.reshape(-1), self.violation.reshape(-1)]
+        if feasible_only:
+            keep = self.feasible.reshape(-1)
+            data = [np.asarray(d)[keep] for d in data]
+        return Table(self.plan.columns(), lambda: iter([data]), title=self.plan.scenario.label)
+
+
+def run_sweep(
+    scenario: str | Path,
+    vary: Sequence[tuple[str, Sequence[Any] | Span]],
+    sets: Sequence[str] = (),
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    *,
+    registry: Registry | None = None,
+    model: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+    chunk: int = CHUNK,
+) -> Sweep:
+    """Evaluate ``scenario`` (with ``sets``) over the product of ``vary``'s values, in
+    memory (use `plan_sweep` and `Plan.table` to stream a large grid)."""
+    plan = plan_sweep(scenario, vary, sets, metrics, registry=registry, model=model)
+    parts = list(plan.chunks(chunk, progress))
+    n = len(plan.axes)
+    results = {
+        m: np.concatenate([p[n + i] for p in parts]).reshape(plan.shape)
+        for i, m in enumerate(plan.metrics)
+    }
+    feasible = np.concatenate([p[-2] for p in parts]).reshape(plan.shape)
+    violation = np.concatenate([p[-1] for p in parts]).reshape(plan.shape)
+    return Sweep(plan, results, feasible, violation)
 
 
 class ProgressBar:

@@ -1,31 +1,54 @@
-"""The symbol catalog: the only place parameters (sympy Symbols) are made.
+"""Parameters: sympy Symbols that carry their dimension.
 
-One parameter per spec path (``hardware.hbm_bandwidth``), with a dimension and a LaTeX
-name. The same path always yields the same Symbol, so expressions built by different
-plugins share parameters, and a derivation can pick any of them to keep free.
+A spec path (``hardware.hbm_bandwidth``) becomes one `Parameter`, made from the field that
+declares it (its dimension, LaTeX name and doc). The dimension travels with the symbol, so an
+expression can be checked anywhere without a catalog: the dimension walker reads it from each
+symbol it meets. A physical constant in code is a `Parameter` with a fixed value, stated with
+its unit (``constant("const.flops_per_mac", "2 FLOP")``); a model collects the constants its
+expressions use.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
-import attrs
 import sympy as sp
 
-from stepwall.units import Dim, dimension_of
+from stepwall.units import Dim, dimension_of, parse_quantity
+
+_PATH = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*")
 
 
-@attrs.frozen
-class Parameter:
-    path: str
-    symbol: sp.Symbol
+class Parameter(sp.Symbol):  # type: ignore[misc]  # sympy is untyped
+    """A positive Symbol named by a spec path, with its dimension, LaTeX name and doc; a
+    constant also carries its SI ``value``. Two parameters are equal when name and dimension
+    are."""
+
+    __slots__ = ("dim", "doc", "latex", "value")
     dim: Dim
     latex: str
-    doc: str = ""
+    doc: str
+    value: float | None
 
+    def __new__(
+        cls, name: str, dim: Dim, latex: str = "", doc: str = "", value: float | None = None
+    ) -> Parameter:
+        if not _PATH.fullmatch(name):
+            raise ValueError(f"parameter path {name!r} is not dotted snake_case")
+        obj: Parameter = sp.Symbol.__xnew__(cls, name, positive=True)
+        obj.dim, obj.latex, obj.doc, obj.value = dim, latex or _default_latex(name), doc, value
+        return obj
 
-_CATALOG: dict[str, Parameter] = {}
-_BY_SYMBOL: dict[sp.Symbol, Parameter] = {}
+    def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return ((self.name, self.dim, self.latex, self.doc, self.value), {})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def _hashable_content(self) -> tuple[Any, ...]:
+        return (*super()._hashable_content(), self.dim, repr(self.value))
 
 
 def _default_latex(path: str) -> str:
@@ -35,61 +58,42 @@ def _default_latex(path: str) -> str:
     return rf"\mathrm{{{body}}}_{{\mathrm{{{sec}}}}}" if section else rf"\mathrm{{{body}}}"
 
 
-def parameter(path: str, dim: Dim, latex: str = "", doc: str = "") -> sp.Symbol:
-    """The Symbol for a spec path, made on first use.
-
-    Asking again with another dimension is an error: one path, one meaning.
-    """
-    if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*", path):
-        raise ValueError(f"parameter path {path!r} is not dotted snake_case")
-    found = _CATALOG.get(path)
-    if found is not None:
-        if found.dim != dim:
-            raise ValueError(
-                f"parameter {path} already declared with dimension {found.dim}, not {dim}"
-            )
-        return found.symbol
-    sym = sp.Symbol(path, positive=True)
-    entry = Parameter(path, sym, dim, latex or _default_latex(path), doc)
-    _CATALOG[path] = entry
-    _BY_SYMBOL[sym] = entry
-    return sym
+def parameter(path: str, dim: Dim, latex: str = "", doc: str = "") -> Parameter:
+    """The Parameter of a spec path."""
+    return Parameter(path, dim, latex, doc)
 
 
-_CONSTANTS: dict[sp.Symbol, float] = {}
-
-
-def constant(path: str, text: str, latex: str = "", doc: str = "") -> sp.Symbol:
+def constant(path: str, text: str, latex: str = "", doc: str = "") -> Parameter:
     """A physical constant stated with its unit, e.g. ``constant("const.flops_per_mac",
-    "2 FLOP")``: a parameter like any other whose value is fixed here, not in a spec."""
-    from stepwall.units import parse_quantity
-
+    "2 FLOP")``: a Parameter whose value is fixed here, not in a spec."""
     value, d = parse_quantity(text)
-    sym = parameter(path, d, latex, doc)
-    _CONSTANTS[sym] = value
-    return sym
+    return Parameter(path, d, latex, doc, value)
 
 
-def constant_values() -> dict[sp.Symbol, float]:
-    return dict(_CONSTANTS)
+def is_constant(symbol: sp.Basic) -> bool:
+    return isinstance(symbol, Parameter) and symbol.value is not None
 
 
-def lookup(symbol_or_path: sp.Symbol | str) -> Parameter:
-    """The catalog entry for a Symbol or a path."""
-    if isinstance(symbol_or_path, str):
-        return _CATALOG[symbol_or_path]
-    return _BY_SYMBOL[symbol_or_path]
-
-
-def dimensions() -> dict[sp.Symbol, Dim]:
-    """Symbol -> dimension for every parameter made so far (the walker's input)."""
-    return {s: p.dim for s, p in _BY_SYMBOL.items()}
+def constants_in(exprs: Iterable[sp.Basic]) -> dict[Parameter, float]:
+    """The constants the expressions use, with their values."""
+    out: dict[Parameter, float] = {}
+    for e in exprs:
+        for s in sp.sympify(e).free_symbols:
+            if is_constant(s):
+                out[s] = float(s.value)
+    return out
 
 
 def dim(expr: sp.Basic) -> Dim:
-    """The dimension of an expression built from catalog parameters."""
-    return dimension_of(expr, dimensions())
+    """The dimension of an expression built from Parameters (each symbol says its own)."""
+    return dimension_of(expr)
 
 
-def latex_names() -> dict[sp.Symbol, str]:
-    return {s: p.latex for s, p in _BY_SYMBOL.items()}
+def latex_names(exprs: Iterable[sp.Basic]) -> dict[sp.Symbol, str]:
+    """LaTeX names of the Parameters in ``exprs``, for ``sp.latex(symbol_names=…)``."""
+    out: dict[sp.Symbol, str] = {}
+    for e in exprs:
+        for s in sp.sympify(e).free_symbols:
+            if isinstance(s, Parameter):
+                out[s] = s.latex
+    return out

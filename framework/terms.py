@@ -7,11 +7,14 @@ plugin that adds bytes to seconds fails naming itself and the term.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 import sympy as sp
 
 from stepwall import symbols
 from stepwall.errors import DimensionError
+from stepwall.laws import launch_time
 from stepwall.units import DIMENSIONLESS, INFORMATION, OPERATION, TIME, Dim
 
 _NOT_FINITE = (sp.nan, sp.zoo, sp.oo, -sp.oo)
@@ -165,11 +168,14 @@ class Constraint:
 
 @attrs.frozen
 class Decoding:
-    """What a decoding plugin decides: verify tokens per user M, accepted tokens τ, terms."""
+    """What a decoding plugin decides: verify tokens per user M, accepted tokens τ, and the
+    drafting work per step as times on the reference engine (``host``: drafter forward, tree
+    building). The engine's plugin (``overhead``) turns ``host`` into terms, scaled by its
+    own factor: dispatch-bound work speeds up with the engine, not the GPU."""
 
     verify_tokens: sp.Expr
     accepted_tokens: sp.Expr
-    terms: tuple[Term, ...] = ()
+    host: tuple[Term, ...] = ()
 
 
 @attrs.frozen
@@ -190,10 +196,24 @@ class Layout:
 
 @attrs.frozen
 class Workload:
-    """A model's per-GPU work for one step under a layout, its collectives and its memory."""
+    """A model's per-GPU work for one step under a layout, its collectives and its memory.
+
+    ``weight_parts`` splits ``weight_bytes_per_gpu`` by component (``routed_experts``,
+    ``attention``, …) for plugins that place some of it elsewhere (host memory)."""
 
     ops: tuple[Op, ...]
     collectives: tuple[Collective, ...]
     weight_bytes_per_gpu: sp.Expr
     kv_bytes_per_gpu: sp.Expr
     layers: sp.Expr
+    weight_parts: Mapping[str, sp.Expr] = attrs.field(factory=dict)
+
+
+def launch_terms(ops: tuple[Op, ...], latency: sp.Expr, plugin: str) -> list[Term]:
+    """The step's kernel launches as one term, (Σ kernels)·t_launch (`laws.launch_time`);
+    none when no op launches kernels. For hardware plugins that charge launches per step."""
+    kernels = sp.Add(*(op.kernels for op in ops))
+    if kernels == 0:
+        return []
+    return [Term("kernel_launches", launch_time(kernels, latency), plugin,
+                 "kernel launches per step × launch latency", "base")]  # fmt: skip

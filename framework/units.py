@@ -60,6 +60,9 @@ class Dim:
     def __hash__(self) -> int:
         return hash(self._exp)
 
+    def __lt__(self, other: Dim) -> bool:  # an order, so sympy can sort symbols carrying one
+        return self._exp < other._exp
+
     @property
     def dimensionless(self) -> bool:
         return not any(self._exp)
@@ -271,10 +274,9 @@ def parse_quantity(value: object) -> tuple[float, Dim]:
     return number * mag, dim
 
 
-def quantity(text: str, expected: Dim | None = None) -> float:
-    """SI magnitude of a quantity string, optionally checked against a dimension.
-
-    This is how code states a physical constant with its unit: ``quantity("4 us", TIME)``.
+def magnitude(text: str, expected: Dim | None = None) -> float:
+    """SI magnitude of a quantity string, optionally checked against a dimension:
+    ``magnitude("4 us", TIME)`` is 4e-6.
     """
     mag, dim = parse_quantity(text)
     if expected is not None and dim != expected:
@@ -310,8 +312,9 @@ def format_quantity(value: float, dim: Dim) -> str:
 # ---------------------------------------------------------------- dimension walker
 
 
-def dimension_of(expr: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
-    """The dimension of a sympy expression whose symbols have dimensions in ``dims``.
+def dimension_of(expr: sp.Basic, dims: Mapping[sp.Symbol, Dim] | None = None) -> Dim:
+    """The dimension of a sympy expression. Each symbol's dimension is its own ``dim``
+    attribute (`stepwall.symbols.Parameter`), or its entry in ``dims``.
 
     Rules: numbers are dimensionless; addends, Max/Min arguments, Piecewise branches and
     both sides of a comparison must agree; Mul multiplies; Pow needs a rational exponent
@@ -319,10 +322,10 @@ def dimension_of(expr: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
     Mod needs both sides alike;
     log/exp need dimensionless arguments. Anything else is an error, never a guess.
     """
-    return _walk(sp.sympify(expr), dims)
+    return _walk(sp.sympify(expr), dims or {})
 
 
-def _same(args: tuple, dims: Mapping[sp.Symbol, Dim], what: str) -> Dim:
+def _same(args: tuple[sp.Basic, ...], dims: Mapping[sp.Symbol, Dim], what: str) -> Dim:
     # An exact zero has every dimension ("no time", "no bytes"), so it never conflicts.
     found = [(a, _walk(a, dims)) for a in args if not (a.is_Number and a.is_zero)]
     if not found:
@@ -405,12 +408,12 @@ def _walk(e: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
     if e.is_Number or e in (sp.true, sp.false) or isinstance(e, sp.NumberSymbol):
         return DIMENSIONLESS
     if e.is_Symbol:
-        try:
-            return dims[e]
-        except KeyError:
+        found = dims.get(e, getattr(e, "dim", None))
+        if not isinstance(found, Dim):
             raise DimensionError(
-                f"symbol {e} has no declared dimension (make symbols through the catalog)"
-            ) from None
+                f"symbol {e} has no declared dimension (make it with stepwall.symbols.parameter)"
+            )
+        return found
     for kind, rule in _RULES:
         if isinstance(e, kind):
             return rule(e, dims)

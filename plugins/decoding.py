@@ -1,8 +1,8 @@
 """Decoding kinds: ``autoregressive``, ``ddtree`` (tree speculation), ``mtp`` (a draft chain).
 
 Each decides M, the tokens per user the target model verifies in one forward pass, and τ,
-the tokens accepted per step; throughput is C·τ / t. Drafting costs are terms scaled by the
-engine's ``overhead.native`` factor (they are dispatch-bound at decode batch sizes).
+the tokens accepted per step; throughput is C·τ / t. Drafting costs are handed to the engine
+(`Decoding.host`), which turns them into terms at its own speed.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 import attrs
 import sympy as sp
 
+from stepwall.fields import KindSpec, quantity
 from stepwall.hookspecs import hookimpl
-from stepwall.spec import KindSpec, Scenario, quantity
+from stepwall.laws import chain_accepted, tree_accepted
+from stepwall.scenario import Scenario
 from stepwall.terms import Constraint, Decoding, Layout, Term, Workload
 
 PLUGIN = "decoding"
@@ -85,23 +87,6 @@ class Mtp:
     )
 
 
-def chain_accepted(acceptance: sp.Expr, drafts: sp.Expr | int) -> sp.Expr:
-    """A chain of n drafts, each accepted with probability a given its prefix was:
-    τ = Σ_{i=0..n} a^i = (1 − a^(n+1)) / (1 − a) (Leviathan et al. 2023, eq. 1).
-    A whole-number n gives the sum itself, which stays finite as a → 1."""
-    if isinstance(drafts, int):
-        return sp.Add(*(acceptance**i for i in range(drafts + 1)))
-    return (1 - acceptance ** (drafts + 1)) / (1 - acceptance)
-
-
-def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: int) -> sp.Expr:
-    """A draft tree of B nodes over D levels offers B/D candidates per level; a level is
-    accepted if any candidate matches, a_tree = 1 − (1 − a)^(B/D), and τ is the chain law at
-    a_tree over D levels. A first-order model: candidates treated as independent."""
-    per_level = 1 - (1 - acceptance) ** (sp.sympify(budget) / depth)
-    return chain_accepted(per_level, depth)
-
-
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     return [
@@ -118,12 +103,11 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 
 
 @hookimpl
-def stepwall_decoding(scenario: Scenario) -> Decoding | None:
+def stepwall_decoding(scenario: Scenario) -> Decoding:
     kind = scenario.kinds["decoding"]
-    d = scenario.params.decoding if kind != "autoregressive" else None
-    native = scenario.params.overhead.native
     if kind == "autoregressive":
         return Decoding(sp.Integer(1), sp.Integer(1))
+    d = scenario.params.decoding
     given = scenario.decoding.accepted_tokens is not None
     if kind == "ddtree":
         tau = (
@@ -131,38 +115,14 @@ def stepwall_decoding(scenario: Scenario) -> Decoding | None:
             if given
             else tree_accepted(d.acceptance, d.budget, scenario.decoding.block)
         )
-        return Decoding(
-            d.budget + 1,
-            tau,
-            (
-                Term(
-                    "spec.draft", d.draft_time * native, PLUGIN, "drafter forward per step", "spec"
-                ),
-                Term(
-                    "spec.tree",
-                    d.budget * d.node_time * native,
-                    PLUGIN,
-                    "tree building per node × budget",
-                    "spec",
-                ),
-            ),
-        )
-    if kind == "mtp":
-        tau = d.accepted_tokens if given else chain_accepted(d.acceptance, d.drafts)
-        return Decoding(
-            1 + d.drafts,
-            tau,
-            (
-                Term(
-                    "spec.draft",
-                    d.drafts * d.draft_time * native,
-                    PLUGIN,
-                    "MTP module forward per draft token",
-                    "spec",
-                ),
-            ),
-        )
-    return None
+        draft = Term("spec.draft", d.draft_time, PLUGIN, "drafter forward per step", "spec")
+        tree = Term("spec.tree", d.budget * d.node_time, PLUGIN, "tree building per node × budget",
+                    "spec")  # fmt: skip
+        return Decoding(d.budget + 1, tau, (draft, tree))
+    tau = d.accepted_tokens if given else chain_accepted(d.acceptance, d.drafts)
+    draft = Term("spec.draft", d.drafts * d.draft_time, PLUGIN,
+                 "MTP module forward per draft token", "spec")  # fmt: skip
+    return Decoding(1 + d.drafts, tau, (draft,))
 
 
 @hookimpl

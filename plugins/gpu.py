@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import attrs
-import sympy as sp
 
+from stepwall.fields import KindSpec, quantity
 from stepwall.hookspecs import hookimpl
-from stepwall.spec import KindSpec, Scenario, quantity
-from stepwall.terms import Op, Term
+from stepwall.laws import roofline
+from stepwall.scenario import Scenario
+from stepwall.terms import Op, Term, launch_terms
 
 PLUGIN = "gpu"
 
@@ -34,36 +35,13 @@ class Gpu:
     )
 
 
-def roofline(
-    bytes_: sp.Expr,
-    flops: sp.Expr,
-    bandwidth: sp.Expr,
-    mem_eff: sp.Expr,
-    peak: sp.Expr,
-    flop_eff: sp.Expr,
-) -> sp.Expr:
-    """Roofline: t = max(bytes / (B·η_mem), flops / (F·η_flop)) (Williams et al., 2009)."""
-    return sp.Max(bytes_ / (bandwidth * mem_eff), flops / (peak * flop_eff))
-
-
-def launch_terms(ops: tuple[Op, ...], launch_latency: sp.Expr, plugin: str) -> list[Term]:
-    """Kernel launches: Σ kernels × t_launch, one term (none when no op launches kernels)."""
-    kernels = sp.Add(*(op.kernels for op in ops))
-    if kernels == 0:
-        return []
-    return [Term("kernel_launches", kernels * launch_latency, plugin,
-                 "kernel launches per step × launch latency", "base")]  # fmt: skip
-
-
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     return [KindSpec("hardware", "gpu", Gpu, "a GPU as a roofline with launch cost")]
 
 
 @hookimpl
-def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term] | None:
-    if scenario.kinds["hardware"] != "gpu":
-        return None
+def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term]:
     hw = scenario.params.hardware
     terms = [
         Term(

@@ -1,24 +1,31 @@
 """Interconnects: a scale-up domain (``nvlink`` or ``pcie``) and a scale-out network
 (``infiniband`` or ``none``). Collectives inside a domain pick the cheapest algorithm, as
 NCCL's tuner would; a group that spans domains goes hierarchical (intra-domain, then across).
-
-α-β laws (Thakur, Rabenseifner & Gropp 2005; NCCL docs), with S bytes per GPU, N GPUs,
-bus bandwidth β (nccl-tests convention) and per-step latency α.
+The α-β laws are in `stepwall.laws`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import sympy as sp
 
+from stepwall.fields import KindSpec, flag, quantity
 from stepwall.hookspecs import hookimpl
-from stepwall.spec import KindSpec, Scenario, flag, quantity
+from stepwall.laws import (
+    all_to_all,
+    cheapest_allreduce,
+    hierarchical_all_to_all,
+    hierarchical_allreduce,
+)
+from stepwall.scenario import Scenario
 from stepwall.terms import Collective, Constraint, Decoding, Layout, Term, Workload
 
 PLUGIN = "interconnect"
 
 
-def _time(doc: str, latex: str) -> object:
+def _time(doc: str, latex: str) -> Any:
     return quantity("time", doc, latex=latex, minimum=0.0, inclusive=True)
 
 
@@ -77,93 +84,36 @@ def stepwall_spec_kinds() -> list[KindSpec]:
     ]
 
 
-def ring_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
-    """Ring all-reduce: 2(N−1)·α + 2(N−1)/N · S/β."""
-    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * size / beta
-
-
-def tree_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
-    """Double-binary-tree all-reduce: 2·log2(N)·α + 2(N−1)/N · S/β."""
-    return 2 * sp.log(n, 2) * alpha + 2 * (n - 1) / n * size / beta
-
-
-def switch_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
-    """In-switch (NVLS) all-reduce: one switch round trip α + 2(N−1)/N · S/β."""
-    return alpha + 2 * (n - 1) / n * size / beta
-
-
-def all_to_all(
-    n: sp.Expr, size: sp.Expr, alpha: sp.Expr, alpha_peer: sp.Expr, beta: sp.Expr
-) -> sp.Expr:
-    """All-to-all: α + (N−1)·α_peer + (N−1)/N · S/β (S bytes sent per GPU)."""
-    return alpha + (n - 1) * alpha_peer + (n - 1) / n * size / beta
-
-
-def domain_allreduce(up: object, n: sp.Expr, size: sp.Expr, in_switch: bool) -> sp.Expr:
-    """Cheapest of ring, tree and (where the switch reduces) in-switch, as NCCL's tuner picks."""
-    options = [
-        ring_allreduce(n, size, up.hop_latency, up.bus_bandwidth),
-        tree_allreduce(n, size, up.hop_latency, up.bus_bandwidth),
-    ]
-    if in_switch:
-        options.append(switch_allreduce(n, size, up.switch_latency, up.bus_bandwidth))
-    return sp.Min(*options)
-
-
-def hierarchical_allreduce(
-    up: object, out: object, n: sp.Expr, size: sp.Expr, in_switch: bool
-) -> sp.Expr:
-    """All-reduce over N > D GPUs in ⌈N/D⌉ domains: reduce inside each domain, then all-reduce
-    the 1/D shard each GPU owns across domains (cheaper of ring and tree), each GPU over its
-    own NIC at β_nic / oversubscription."""
-    d = sp.ceiling(n / up.domain_size)
-    beta = out.nic_bandwidth / out.oversubscription
-    shard = size / up.domain_size
-    across = sp.Min(
-        ring_allreduce(d, shard, out.latency, beta), tree_allreduce(d, shard, out.latency, beta)
-    )
-    return domain_allreduce(up, up.domain_size, size, in_switch) + across
-
-
-def hierarchical_all_to_all(up: object, out: object, n: sp.Expr, size: sp.Expr) -> sp.Expr:
-    """All-to-all over N > D GPUs: the (N−D)/N of each GPU's bytes bound for other domains
-    leave over its NIC; the rest moves inside the domain."""
-    inside = all_to_all(
-        up.domain_size,
-        size * up.domain_size / n,
-        up.a2a_latency,
-        up.a2a_peer_latency,
-        up.link_bandwidth,
-    )
-    across = (
-        out.latency + (n - up.domain_size) / n * size * out.oversubscription / out.nic_bandwidth
-    )
-    return inside + across
-
-
 @hookimpl
 def stepwall_collective_terms(
     scenario: Scenario, collectives: tuple[Collective, ...]
-) -> list[Term] | None:
-    if scenario.kinds["cluster.scale_up"] not in ("nvlink", "pcie"):
-        return None
+) -> list[Term]:
     up = scenario.params.cluster.scale_up
     has_out = scenario.kinds.get("cluster.scale_out", "none") == "infiniband"
-    out = scenario.params.cluster.scale_out if has_out else None
-    in_switch = scenario.section("cluster.scale_up").in_switch_reduce
+    net = scenario.params.cluster.scale_out if has_out else None
+    switch = up.switch_latency if scenario.section("cluster.scale_up").in_switch_reduce else None
     terms = []
     for c in collectives:
         if c.op == "all_reduce":
-            inside = domain_allreduce(up, c.group, c.size, in_switch)
-            spans = hierarchical_allreduce(up, out, c.group, c.size, in_switch) if out else None
+            inside = cheapest_allreduce(c.group, c.size, up.hop_latency, up.bus_bandwidth, switch)
         else:
             inside = all_to_all(
                 c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth
             )
-            spans = hierarchical_all_to_all(up, out, c.group, c.size) if out else None
-        if spans is None:  # one domain only; stepwall_constraints keeps the group inside it
+        if net is None:  # one domain only; stepwall_constraints keeps the group inside it
             per_call = sp.Piecewise((0, c.group <= 1), (inside, True))
         else:
+            nic = net.nic_bandwidth / net.oversubscription
+            if c.op == "all_reduce":
+                spans = hierarchical_allreduce(
+                    c.group, c.size, up.domain_size, up.hop_latency, up.bus_bandwidth, switch,
+                    net.latency, nic,
+                )  # fmt: skip
+            else:
+                spans = hierarchical_all_to_all(
+                    c.group, c.size, up.domain_size, up.a2a_latency, up.a2a_peer_latency,
+                    up.link_bandwidth, net.latency, nic,
+                )  # fmt: skip
             per_call = sp.Piecewise(
                 (0, c.group <= 1), (inside, c.group <= up.domain_size), (spans, True)
             )

@@ -8,34 +8,51 @@ Hugging Face config names of DeepSeek-V3 / Kimi K2.
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING, Any
+
 import attrs
 import sympy as sp
 
-from stepwall import symbols
+from stepwall.analyses import Analysis, AnalysisOptions, Context, Derivation, option
+from stepwall.errors import SpecError
+from stepwall.fields import KindSpec, choice, quantity
 from stepwall.hookspecs import hookimpl
-from stepwall.spec import KindSpec, Scenario, choice, quantity
+from stepwall.laws import (
+    FLOPS_PER_MAC,
+    expected_distinct_experts,
+    ffn_params,
+    gqa_kv_bytes,
+    gqa_params,
+    gqa_score_flops,
+    mla_kv_bytes,
+    mla_params,
+    mla_score_flops,
+    shard,
+    tokens_for_expert_fraction,
+)
+from stepwall.scenario import Scenario
+from stepwall.symbols import Parameter, latex_names
 from stepwall.terms import Collective, Constraint, Decoding, Layout, Op, Workload
+from stepwall.units import DIMENSIONLESS
+
+if TYPE_CHECKING:
+    from stepwall.model import StepModel
 
 PLUGIN = "moe_transformer"
-FLOPS_PER_MAC = symbols.constant(
-    "const.flops_per_mac",
-    "2 FLOP",
-    r"2\,\mathrm{FLOP}",
-    "a multiply-add is two floating-point operations",
-)
 
 
-def _count(doc: str, latex: str, **kw: object) -> object:
+def _count(doc: str, latex: str, **kw: Any) -> Any:
     return quantity("dimensionless", doc, latex=latex, integer=True, **kw)
 
 
-def _zero_ok(doc: str, latex: str) -> object:
+def _zero_ok(doc: str, latex: str) -> Any:
     return quantity(
         "dimensionless", doc, latex=latex, integer=True, minimum=0, inclusive=True, default=0
     )
 
 
-def _bits(doc: str, latex: str) -> object:
+def _bits(doc: str, latex: str) -> Any:
     return quantity("information", doc, latex=latex)
 
 
@@ -71,69 +88,6 @@ class MoeTransformer:
     dispatch_bits: float = _bits("bits per element sent in expert dispatch", "b_{disp}")
 
 
-def expected_distinct_experts(n_experts: sp.Expr, top_k: sp.Expr, tokens: sp.Expr) -> sp.Expr:
-    """E·(1 − (1 − k/E)^T): experts hit at least once by T tokens under uniform top-k routing
-    (each token's k picks treated as independent draws; BRIEF §5)."""
-    return n_experts * (1 - (1 - top_k / n_experts) ** tokens)
-
-
-def tokens_for_expert_fraction(n_experts: sp.Expr, top_k: sp.Expr, fraction: sp.Expr) -> sp.Expr:
-    """The inverse of `expected_distinct_experts`: the tokens T at which a fraction φ of the
-    experts is hit in expectation, T = ln(1 − φ) / ln(1 − k/E)."""
-    return sp.log(1 - fraction) / sp.log(1 - top_k / n_experts)
-
-
-def ffn_params(hidden: sp.Expr, intermediate: sp.Expr) -> sp.Expr:
-    """A gated FFN (gate, up, down projections) holds 3·h·I weights."""
-    return 3 * hidden * intermediate
-
-
-def shard(size: sp.Expr, ranks: sp.Expr) -> sp.Expr:
-    """Fraction of a dimension of ``size`` held by the most loaded of ``ranks`` ranks:
-    ⌈size/ranks⌉ / size (uneven splits are set by the largest shard)."""
-    return sp.ceiling(size / ranks) / size
-
-
-def mla_params(m: object, tp: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
-    """MLA weights per layer on one TP rank, as (replicated, head-split) parameter counts:
-    q_a (h·r_q) and kv_a (h·(r_kv + d_rope)) are replicated; q_b (r_q·H·(d_nope + d_rope)),
-    kv_b (r_kv·H·(d_nope + d_v)) and o (H·d_v·h) split by heads (DeepSeek-V2 §2.1)."""
-    rep = m.hidden * m.q_lora_rank + m.hidden * (m.kv_lora_rank + m.qk_rope_head_dim)
-    per_head = (
-        m.q_lora_rank * (m.qk_nope_head_dim + m.qk_rope_head_dim)
-        + m.kv_lora_rank * (m.qk_nope_head_dim + m.v_head_dim)
-        + m.v_head_dim * m.hidden
-    )
-    return rep, per_head * m.n_heads * shard(m.n_heads, tp)
-
-
-def gqa_params(m: object, tp: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
-    """GQA weights per layer on one TP rank: q and o (2·h·H·d_h) split by heads, k and v
-    (2·h·H_kv·d_h) split by KV heads."""
-    q_o = 2 * m.hidden * m.n_heads * m.head_dim * shard(m.n_heads, tp)
-    k_v = 2 * m.hidden * m.n_kv_heads * m.head_dim * shard(m.n_kv_heads, tp)
-    return sp.Integer(0), q_o + k_v
-
-
-def kv_cache_bytes_per_token_layer(m: object, mla: bool, tp: sp.Expr) -> sp.Expr:
-    """KV cache per token per layer on one TP rank: MLA stores the latent (r_kv + d_rope)
-    elements, shared by all heads so every TP rank keeps it whole; GQA stores 2·H_kv·d_h,
-    split by KV heads."""
-    if mla:
-        return (m.kv_lora_rank + m.qk_rope_head_dim) * m.kv_bits
-    return 2 * m.n_kv_heads * m.head_dim * shard(m.n_kv_heads, tp) * m.kv_bits
-
-
-def attention_score_flops(m: object, mla: bool, tp: sp.Expr, context: sp.Expr) -> sp.Expr:
-    """FLOPs per query token per layer on one TP rank to attend over S cached tokens:
-    MLA (absorbed) S·(2·r_kv + d_rope) multiply-adds per head; GQA 2·S·d_h per head."""
-    per_head = (
-        context * (2 * m.kv_lora_rank + m.qk_rope_head_dim) if mla else (2 * context * m.head_dim)
-    )
-    per_head = per_head * FLOPS_PER_MAC
-    return per_head * m.n_heads * shard(m.n_heads, tp)
-
-
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     return [
@@ -147,9 +101,7 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 
 
 @hookimpl
-def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) -> Workload | None:
-    if scenario.kinds["model"] != "moe-transformer":
-        return None
+def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) -> Workload:
     m, w = scenario.params.model, scenario.params.workload
     spec = scenario.model
     mla = spec.attention == "mla"
@@ -186,7 +138,15 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
         )
 
     # --- attention: weights and KV cache
-    rep, split = (mla_params if mla else gqa_params)(m, tp)
+    if mla:
+        rep, split = mla_params(m.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim,
+                                m.qk_rope_head_dim, m.v_head_dim, m.n_heads, tp)  # fmt: skip
+        kv_bytes = mla_kv_bytes(m.kv_lora_rank, m.qk_rope_head_dim, m.kv_bits)
+        score = mla_score_flops(m.kv_lora_rank, m.qk_rope_head_dim, m.n_heads, tp, w.context)
+    else:
+        rep, split = gqa_params(m.hidden, m.n_heads, m.n_kv_heads, m.head_dim, tp)
+        kv_bytes = gqa_kv_bytes(m.n_kv_heads, m.head_dim, tp, m.kv_bits)
+        score = gqa_score_flops(m.head_dim, m.n_heads, tp, w.context)
     op(
         "attention.weights",
         m.n_layers * (rep + split),
@@ -196,13 +156,12 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
         "attention projections (weights read once per step)",
         3 * m.n_layers,
     )
-    kv_bytes = kv_cache_bytes_per_token_layer(m, mla, tp)
     kv_read = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
     ops.append(
         Op(
             "attention.kv_cache",
             kv_read,
-            tokens_rank * m.n_layers * attention_score_flops(m, mla, tp, w.context),
+            tokens_rank * m.n_layers * score,
             PLUGIN,
             "KV-cache reads growing with context S and users",
             "attention",
@@ -231,14 +190,14 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
         sp.Integer(2),
     )
 
-    weights = (
-        m.n_layers * (rep + split) * m.attention_bits
-        + n_dense
+    parts: dict[str, sp.Expr] = {
+        "attention": m.n_layers * (rep + split) * m.attention_bits,
+        "dense": n_dense
         * ffn_params(m.hidden, m.dense_intermediate)
         * shard(m.dense_intermediate, tp)
-        * m.dense_bits
-        + 2 * m.vocab * m.hidden * shard(m.vocab, tp) * m.embedding_bits
-    )
+        * m.dense_bits,
+        "embeddings": 2 * m.vocab * m.hidden * shard(m.vocab, tp) * m.embedding_bits,
+    }
 
     # --- MoE layers: router, routed experts, shared experts
     if has_moe:
@@ -279,11 +238,9 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
             n_moe,
         )
         slots = (m.n_experts + layout.redundant_experts) / ep
-        weights += n_moe * (
-            slots * expert * m.expert_bits
-            + m.n_shared_experts * expert * m.shared_expert_bits
-            + m.hidden * m.n_experts * m.attention_bits
-        )
+        parts["routed_experts"] = n_moe * slots * expert * m.expert_bits
+        parts["shared_experts"] = n_moe * m.n_shared_experts * expert * m.shared_expert_bits
+        parts["router"] = n_moe * m.hidden * m.n_experts * m.attention_bits
         sent = tokens_rank * m.experts_per_token * m.hidden
         collectives += [
             Collective(
@@ -319,7 +276,8 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
         )
     )
     kv = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
-    return Workload(tuple(ops), tuple(collectives), weights, kv, m.n_layers)
+    weights = sp.Add(*parts.values())
+    return Workload(tuple(ops), tuple(collectives), weights, kv, m.n_layers, parts)
 
 
 def _divides(
@@ -345,8 +303,6 @@ def _at_most(
 def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
 ) -> list[Constraint]:
-    if scenario.kinds["model"] != "moe-transformer":
-        return []
     m, spec = scenario.params.model, scenario.model
     tp, ep = layout.tp, layout.ep
     has_moe, gqa = spec.n_experts > 0, spec.attention == "gqa"
@@ -401,3 +357,92 @@ def stepwall_constraints(
                      "routed experts (with redundant replicas)"),
         ]  # fmt: skip
     return out
+
+
+# ---------------------------------------------------------------- the EP plateau
+
+
+def plateau(model: StepModel, fraction: float = 0.9, symbolic: bool = False) -> Derivation:
+    """Concurrency C* at which the expected fraction of routed experts hit per step reaches
+    ``fraction``: E·(1 − (1 − k/E)^(C·M)) = φ·E, so C* = ln(1 − φ) / (M·ln(1 − k/E))."""
+    if not 0 < fraction < 1:
+        raise SpecError("derive", "--fraction", f"{fraction} is not in (0, 1)", "0 < F < 1")
+    from stepwall.analyses.common import number
+
+    if model.scenario.model.n_experts <= 0:
+        raise SpecError("derive", "model.n_experts", "the model has no routed experts")
+    E = model.parameter("model.n_experts")
+    k = model.parameter("model.experts_per_token")
+    phi = Parameter("phi", DIMENSIONLESS, r"\varphi", "fraction of the experts hit")
+    M = sp.sympify(model.decoding.verify_tokens)
+    m_ = sp.Symbol("M", positive=True)
+    # T = C·M tokens hit φ·E experts in expectation: the law inverted for T, divided by M
+    general = tokens_for_expert_fraction(E, k, phi) / m_
+    method, note = "symbolic", ""
+    cstar = general.xreplace({m_: M})
+    ar = general.xreplace({m_: sp.Integer(1)})
+    vals = {**model.values, phi: fraction}
+    cstar_value = number(cstar, vals)
+    ratio = M  # C*(M = 1) / C*(M): the law depends on C only through T = C·M
+    closed_expr = cstar if symbolic else cstar.xreplace({phi: sp.Float(fraction)})
+    definition = (
+        "C* where expected distinct experts hit per step E·(1 − (1 − k/E)^(C·M)) reaches "
+        f"φ·E (φ = {fraction:g}); T = C·M tokens per replica per step (M verify tokens per "
+        "user), uniform top-k routing"
+    )
+    m_value = number(M, vals)
+    if m_value == 1:
+        ratio_note = (
+            "this scenario verifies one token per user (M = 1): C* is the autoregressive "
+            "plateau itself"
+        )
+    else:
+        ratio_note = (
+            f"C*(autoregressive)/C* = M = {ratio} = {m_value:g}: verifying M tokens per user "
+            "reaches the plateau with M times fewer users"
+        )
+    note = ratio_note + "; the law's symbols E, k, M are kept, φ substituted unless --symbolic"
+    details = {
+        "fraction": fraction,
+        "verify_tokens": number(M, vals),
+        "verify_tokens_expr": str(M),
+        "general": str(general),
+        "tokens_per_step": cstar_value * number(M, vals),
+        "autoregressive_cstar": number(ar, vals),
+        "ratio_autoregressive_over_this": str(ratio),
+        "ratio_value": m_value,
+    }
+    return Derivation(
+        "plateau",
+        "workload.concurrency",
+        cstar_value,
+        math.ceil(cstar_value - 1e-9),
+        str(closed_expr),
+        sp.latex(closed_expr, symbol_names=latex_names([closed_expr])),
+        definition,
+        method,
+        note,
+        model.scenario.label,
+        details,
+    )
+
+
+@attrs.frozen
+class PlateauOptions(AnalysisOptions):
+    fraction: float = option("the fraction φ of routed experts hit per step", default=0.9)
+
+
+def _plateau(model: StepModel, o: PlateauOptions, context: Context) -> Derivation:
+    return plateau(model, o.fraction, o.symbolic)
+
+
+@hookimpl
+def stepwall_analyses() -> list[Analysis]:
+    return [
+        Analysis(
+            "plateau",
+            "the users C* at which a fraction φ of the routed experts is hit every step",
+            PlateauOptions,
+            _plateau,
+        )
+    ]

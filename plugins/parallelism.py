@@ -9,17 +9,20 @@ aggregate throughput. TP-8 is tp=8; "EP-72 with DP attention" is ep=72.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import sympy as sp
 
+from stepwall.fields import KindSpec, flag, quantity
 from stepwall.hookspecs import hookimpl
-from stepwall.spec import KindSpec, Scenario, flag, quantity
+from stepwall.scenario import Scenario
 from stepwall.terms import Constraint, Decoding, Layout, Workload
 
 PLUGIN = "parallelism"
 
 
-def _degree(doc: str, latex: str) -> object:
+def _degree(doc: str, latex: str) -> Any:
     return quantity("dimensionless", doc, latex=latex, integer=True, default=1)
 
 
@@ -58,9 +61,7 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 
 
 @hookimpl
-def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout | None:
-    if scenario.kinds["parallel"] != "standard":
-        return None
+def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout:
     p, w = scenario.params.parallel, scenario.params.workload
     return Layout(
         tp=p.tp,
@@ -80,8 +81,6 @@ def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout | None:
 def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
 ) -> list[Constraint]:
-    if scenario.kinds["parallel"] != "standard":
-        return []
     p, cl = scenario.params.parallel, scenario.params.cluster
     return [
         Constraint(

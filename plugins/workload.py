@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import attrs
 
+from stepwall.fields import KindSpec, quantity
 from stepwall.hookspecs import hookimpl
-from stepwall.spec import KindSpec, quantity
 
 
 @attrs.frozen
-class Workload:
+class WorkloadSpec:
     concurrency: int = quantity(
         "dimensionless", "users decoding at once per replica (C)", latex="C", integer=True
     )
@@ -19,7 +19,7 @@ class Workload:
 
 
 @attrs.frozen
-class Cluster:
+class ClusterSpec:
     nodes: int = quantity(
         "dimensionless", "nodes (or compute trays) in the cluster", latex="n_{nodes}", integer=True
     )
@@ -29,6 +29,6 @@ class Cluster:
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     return [
-        KindSpec("workload", "decode", Workload, "decode-phase load: users and context", True),
-        KindSpec("cluster", "cluster", Cluster, "nodes × GPUs per node; networks below", True),
+        KindSpec("workload", "decode", WorkloadSpec, "decode-phase load: users and context", True),
+        KindSpec("cluster", "cluster", ClusterSpec, "nodes × GPUs per node; networks below", True),
     ]

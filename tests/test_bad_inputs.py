@@ -203,7 +203,7 @@ ARGV_CASES: list[tuple[str, list[str], int | None, str]] = [
     ("expr-infeasible", ["expr", BASE, "--set", "model.n_dense_layers=99"], REFUSE, "61"),
     ("derive-no-what", ["derive", BASE], REFUSE, "required"),
     ("derive-bad-what", ["derive", BASE, "walls", "parallel.tp"], REFUSE, "invalid choice"),
-    ("derive-no-key", ["derive", BASE, "wall"], REFUSE, "needs a KEY"),
+    ("derive-no-key", ["derive", BASE, "wall"], REFUSE, "required: KEY"),
     ("derive-bad-key", ["derive", BASE, "wall", "parallel.tpp"], REFUSE, "not a parameter"),
     (
         "derive-structural",
@@ -354,7 +354,7 @@ ARGV_CASES: list[tuple[str, list[str], int | None, str]] = [
     ),
     (
         "sweep-out-suffix",
-        ["sweep", BASE, "--vary", "parallel.tp=8", "-o", "x.txt"],
+        ["sweep", BASE, "--vary", "parallel.tp=8", "-o", "x.xlsx"],
         REFUSE,
         "unknown output format",
     ),
@@ -430,7 +430,7 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     (aside / "binary.toml").write_bytes(BINARY)
     (aside / "badhw.toml").write_text(HARDWARE_MISSING_FIELD)
     monkeypatch.chdir(work)
-    from stepwall.spec import catalog_root
+    from stepwall.loader import catalog_root
 
     return {
         "work": str(work),
@@ -493,7 +493,7 @@ def test_implausible_value_warns_once_and_computes(place, capsys) -> None:
 def test_interrupt_is_one_line(monkeypatch, capsys) -> None:
     from stepwall import cli
 
-    def boom(ns):
+    def boom(ns, registry):
         raise KeyboardInterrupt
 
     monkeypatch.setitem(cli.COMMANDS, "eval", (boom, *cli.COMMANDS["eval"][1:]))

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from stepwall import cli, registry, symbols
+from stepwall import cli, registry
 from stepwall.cli import main
 from stepwall.model import build_model
+from stepwall.symbols import Parameter
 
 SCENARIO = "k26-b300-tp8-ddtree"  # BRIEF S7: B300, TP-8, DDTree, C=1, 303 tok/s
 
@@ -102,19 +103,22 @@ def test_expr_latex(capsys) -> None:
     assert main(["expr", SCENARIO, "--free", "parallel.tp", "--latex"]) == 0
     out, _ = capsys.readouterr()
     assert "parallel.tp" not in out  # printed with its LaTeX name instead
-    assert symbols.lookup("parallel.tp").latex in out
+    assert build_model(SCENARIO).parameter("parallel.tp").latex in out
     assert "\\" in out
 
 
 def test_expr_closed_form_agrees_with_eval(summary_json) -> None:
     model = build_model(SCENARIO)
-    tp = symbols.lookup("parallel.tp").symbol
+    tp = model.parameter("parallel.tp")
     closed = model.substituted(model.step_time, [tp])
     assert closed.free_symbols == {tp}
     assert float(closed.subs(tp, 8)) == pytest.approx(summary_json["step_time_s"], rel=1e-5)
 
 
-BUILTINS = [m.rsplit(".", 1)[-1] for m in registry.BUILTIN_PLUGINS]
+BUILTINS = [
+    m.removeprefix("stepwall.").removeprefix("plugins.").replace(".", "_")
+    for m in registry.BUILTIN_PLUGINS
+]
 
 
 def test_plugins_lists_the_builtins(capsys) -> None:
@@ -132,8 +136,12 @@ def test_plugins_json(capsys) -> None:
     by_name = {r["name"]: r for r in rows}
     assert set(BUILTINS) <= set(by_name)
     for name in BUILTINS:
-        assert set(by_name[name]) >= {"name", "version", "kinds", "hooks"}
-        assert "stepwall_spec_kinds" in by_name[name]["hooks"]
+        assert set(by_name[name]) >= {"name", "version", "kinds", "hooks", "import_seconds"}
+        assert by_name[name]["hooks"]
+    assert by_name["analyses"]["analyses"] == ["crossover", "elasticity", "optimum", "regime",
+                                               "wall"]  # fmt: skip
+    assert by_name["moe_transformer"]["analyses"] == ["plateau"]
+    assert "stepwall_spec_kinds" in by_name["gpu"]["hooks"]
 
 
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))
@@ -199,7 +207,7 @@ def test_console_script_runs() -> None:
 
 
 def test_internal_error_exits_1_without_traceback(monkeypatch, capsys) -> None:
-    def broken(ns):
+    def broken(ns, registry):
         raise RuntimeError("boom")
 
     name = "eval"
@@ -215,7 +223,7 @@ def test_free_symbols_of_expr_are_catalog_parameters() -> None:
     model = build_model(SCENARIO)
     for s in model.step_time.free_symbols:
         assert isinstance(s, sp.Symbol)
-        assert symbols.lookup(s).path == s.name
+        assert isinstance(s, Parameter) and model.parameter(s.name) == s
 
 
 def test_check_validates_a_report_spec(tmp_path, capsys) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from stepwall import derive
+from stepwall.analyses.optimum import optimum
 from stepwall.errors import DimensionError, PluginError, SpecError
 from stepwall.hookspecs import hookimpl
 from stepwall.model import build_model
@@ -59,7 +59,7 @@ def test_memory_violation_says_resident_usable_and_the_degree_that_fits() -> Non
 def test_deepseek_h200_optimum_per_gpu_fits() -> None:
     """The issue's case: at 64 users per GPU, TP-1 looked best but needs 710 GB of 140."""
     m = build_model("dsv3-h200-tp8", ["parallel.tp=1"])
-    d = derive.optimum(m, "parallel.tp", metric="tokens_per_s_per_gpu")
+    d = optimum(m, "parallel.tp", metric="tokens_per_s_per_gpu")
     assert d.feasible_value == 8
     at = build_model("dsv3-h200-tp8", [f"parallel.tp={d.feasible_value}"])
     ev = at.evaluate()
@@ -96,7 +96,7 @@ def test_feasible_mask_equals_pointwise_check() -> None:
 
 def test_derive_region_names_the_bounding_constraint() -> None:
     m = build_model("k26-gb300nvl72-tp72-ddtree")
-    d = derive.optimum(m, "parallel.tp")
+    d = optimum(m, "parallel.tp")
     assert d.value == 72 and "layout_fits_cluster" in d.note
 
 
@@ -104,7 +104,7 @@ def test_structural_keys_are_refused_by_derive() -> None:
     m = build_model(BASE)
     assert "model.n_experts" in m.structural_keys
     with pytest.raises(SpecError, match="decides which terms"):
-        derive.optimum(m, "model.n_experts")
+        optimum(m, "model.n_experts")
 
 
 # ---------------------------------------------------------------- plugins that misbehave
@@ -194,7 +194,7 @@ def test_spec_errors_pickle() -> None:
 def test_slow_plugin_imports_are_named() -> None:
     from stepwall import registry
 
-    hooks = registry.build(autoload=False)
-    hooks.import_seconds["heavy"] = 5.0
-    (line,) = hooks.slow_imports()
+    reg = registry.build(autoload=False)
+    reg.import_seconds["heavy"] = 5.0
+    (line,) = reg.slow_imports()
     assert "plugin heavy took 5.0 s to import" in line

@@ -7,8 +7,10 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stepwall.laws import chain_accepted, tree_accepted
 from stepwall.model import build_model
-from stepwall.plugins.decoding import chain_accepted, tree_accepted
+from stepwall.symbols import parameter
+from stepwall.units import DIMENSIONLESS
 
 
 def test_mtp_chain_matches_measured_mtp1_held_out() -> None:
@@ -28,7 +30,7 @@ def test_given_tau_overrides_the_acceptance_model() -> None:
 
 
 def test_tree_with_one_candidate_per_level_is_the_chain() -> None:
-    a = sp.Symbol("a", positive=True)
+    a = parameter("decoding.acceptance", DIMENSIONLESS)
     for depth in (1, 4, 16):
         assert sp.expand(tree_accepted(a, depth, depth) - chain_accepted(a, depth)) == 0
 

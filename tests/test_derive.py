@@ -8,10 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from stepwall import derive, symbols
+from stepwall.analyses.crossover import crossover
+from stepwall.analyses.elasticity import elasticity
+from stepwall.analyses.optimum import optimum
+from stepwall.analyses.regime import regime
+from stepwall.analyses.wall import wall
 from stepwall.cli import main
 from stepwall.errors import SpecError
 from stepwall.model import build_model
+from stepwall.plugins.moe_transformer import plateau
 
 
 @pytest.fixture(scope="module")
@@ -23,12 +28,12 @@ def b300():
 
 
 def test_tp_wall_b300_in_brief_range_with_shape_a_over_eps_b(b300):
-    d = derive.wall(b300, "parallel.tp", eps=0.15)
+    d = wall(b300, "parallel.tp", eps=0.15)
     assert 6 <= d.value <= 10  # S17: derived N in [6, 10]
     assert d.method == "symbolic"
     assert "epsilon" in d.closed_form and d.details["shape"].startswith("A/(epsilon*B)")
     # the shape A/(eps*B): halving the tolerance doubles the wall
-    d2 = derive.wall(b300, "parallel.tp", eps=0.075)
+    d2 = wall(b300, "parallel.tp", eps=0.075)
     assert d2.value == pytest.approx(2 * d.value, rel=1e-9)
     # B is t(inf): the step with all splittable work gone; the seed puts ~85% of the step there
     step = float(b300.evaluate()["step_time_s"])
@@ -43,14 +48,14 @@ def test_tp_wall_b300_in_brief_range_with_shape_a_over_eps_b(b300):
 
 
 def test_tp_wall_symbolic_keeps_parameters(b300):
-    d = derive.wall(b300, "parallel.tp", symbolic=True)
+    d = wall(b300, "parallel.tp", symbolic=True)
     assert "hardware.hbm_bandwidth" in d.closed_form and "epsilon" in d.closed_form
     assert "parallel.tp" not in d.closed_form
     assert 6 <= d.value <= 10
 
 
 def test_wall_moves_with_hardware_rtx():
-    d = derive.wall(build_model("k26-rtxpro6000-tp8-ddtree"), "parallel.tp")
+    d = wall(build_model("k26-rtxpro6000-tp8-ddtree"), "parallel.tp")
     assert d.value > 16  # well beyond 8: slow GDDR7 makes the MoE term dominate (BRIEF §2.6)
     # the PCIe box holds 8 GPUs: no TP near the wall fits it, and the note says which bound
     assert d.feasible_value is None and "layout_fits_cluster" in d.note
@@ -62,12 +67,13 @@ def test_wall_moves_with_hardware_rtx():
 
 
 def test_plateau_autoregressive_and_ddtree_ratio_is_verify_width():
-    ar = derive.plateau(build_model("k26-b300-tp1-moe"), 0.9)
-    dd = derive.plateau(build_model("k26-b300-tp8-ddtree", ["decoding.budget=32"]), 0.9)
+    ar = plateau(build_model("k26-b300-tp1-moe"), 0.9)
+    dd_model = build_model("k26-b300-tp8-ddtree", ["decoding.budget=32"])
+    dd = plateau(dd_model, 0.9)
     assert ar.value == pytest.approx(110, rel=0.03)
     assert dd.value == pytest.approx(3.3, rel=0.03)
     assert ar.method == dd.method == "symbolic"
-    budget = symbols.lookup("decoding.budget").symbol
+    budget = dd_model.parameter("decoding.budget")
     assert dd.details["ratio_autoregressive_over_this"] == str(budget + 1)
     assert ar.value / dd.value == pytest.approx(33, rel=1e-9)
     assert dd.feasible_value == 4 and ar.feasible_value == 110
@@ -79,7 +85,7 @@ def test_plateau_autoregressive_and_ddtree_ratio_is_verify_width():
 def test_crossover_ep72_nvl72_vs_dp9_hgx():
     ep = build_model("k26-gb300nvl72-ep72")
     dp = build_model("k26-hgxb300-dp9-tp8")
-    d = derive.crossover(ep, dp, "workload.concurrency", "tokens_per_s_per_gpu")
+    d = crossover(ep, dp, "workload.concurrency", "tokens_per_s_per_gpu")
     if d.value is None:  # one leads everywhere: the result must say so, and why
         assert "leads over the whole range" in d.note
         return
@@ -103,23 +109,23 @@ def test_crossover_ep72_nvl72_vs_dp9_hgx():
 
 
 def test_optimum_tp_across_infiniband_is_finite(b300):
-    d = derive.optimum(b300, "parallel.tp")
+    d = optimum(b300, "parallel.tp")
     _, hi = d.details["range"]
     assert hi == 72  # nine HGX nodes
     assert d.value < hi and d.details["where"] in ("kink", "stationary")
     busy = build_model("k26-b300-tp8-ddtree", ["workload.concurrency=64"])
-    d64 = derive.optimum(busy, "parallel.tp")
+    d64 = optimum(busy, "parallel.tp")
     assert 8 < d64.value < hi and d64.details["where"] == "stationary"
 
 
 def test_optimum_tp_nvl72_none_below_72():
-    d = derive.optimum(build_model("k26-gb300nvl72-tp72-ddtree"), "parallel.tp")
+    d = optimum(build_model("k26-gb300nvl72-tp72-ddtree"), "parallel.tp")
     assert d.value == 72 and d.details["monotone"]
     assert "monotone: best at the bound" in d.note
 
 
 def test_optimum_symbolic_kink_is_domain_size(b300):
-    d = derive.optimum(b300, "parallel.tp", symbolic=True)
+    d = optimum(b300, "parallel.tp", symbolic=True)
     assert d.details["where"] == "kink"  # TP leaves the NVLink domain: IB latency jumps in
     assert d.closed_form == "cluster.scale_up.domain_size"
 
@@ -128,7 +134,7 @@ def test_optimum_symbolic_kink_is_domain_size(b300):
 
 
 def test_elasticities_levers(b300):
-    es = {d.key: d for d in derive.elasticity(b300)}
+    es = {d.key: d for d in elasticity(b300)}
     fixed = sum(d.value for d in es.values() if d.details["is_time"])
     # seed: 0.85; our attention-weight and KV reads are memory traffic, not fixed overhead,
     # which moves ~0.04 from the fixed side to HBM bandwidth: 0.81 here
@@ -136,15 +142,15 @@ def test_elasticities_levers(b300):
     for p in ("overhead.per_step", "overhead.per_layer", "decoding.draft_time"):
         assert es[p].value > 0
     assert -0.22 <= es["hardware.hbm_bandwidth"].value <= -0.13  # seed −0.15; ours ≈ −0.19
-    ordered = [round(abs(d.value), 9) for d in derive.elasticity(b300)]
+    ordered = [round(abs(d.value), 9) for d in elasticity(b300)]
     assert ordered == sorted(ordered, reverse=True)
-    tok = {d.key: d for d in derive.elasticity(b300, "tokens_per_s")}
+    tok = {d.key: d for d in elasticity(b300, "tokens_per_s")}
     assert tok["decoding.accepted_tokens"].value == pytest.approx(1.0, abs=1e-9)
 
 
 def test_elasticity_at_override(b300):
-    es = {d.key: d for d in derive.elasticity(b300, at={"parallel.tp": 72})}
-    base = {d.key: d for d in derive.elasticity(b300)}
+    es = {d.key: d for d in elasticity(b300, at={"parallel.tp": 72})}
+    base = {d.key: d for d in elasticity(b300)}
     assert abs(es["hardware.hbm_bandwidth"].value) < abs(base["hardware.hbm_bandwidth"].value)
 
 
@@ -152,7 +158,7 @@ def test_elasticity_at_override(b300):
 
 
 def test_regime_moe_dominates_at_tp1_then_overhead(b300):
-    rs = derive.regime(b300, "parallel.tp")
+    rs = regime(b300, "parallel.tp")
     first = rs[0]
     assert first.details["from"] == "moe.routed_experts"
     assert first.value < 8  # by TP-8 the drafter/overhead term is the largest
@@ -164,7 +170,7 @@ def test_regime_moe_dominates_at_tp1_then_overhead(b300):
 
 def test_unknown_key_is_spec_error(b300):
     with pytest.raises(SpecError):
-        derive.wall(b300, "parallel.tpp")
+        wall(b300, "parallel.tpp")
 
 
 def test_cli_json_is_one_document(capsys):

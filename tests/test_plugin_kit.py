@@ -15,8 +15,8 @@ from conftest import write_guide_package
 
 from stepwall import registry
 from stepwall.errors import DimensionError, PluginError
+from stepwall.fields import KindSpec
 from stepwall.hookspecs import hookimpl
-from stepwall.spec import KindSpec
 from stepwall.terms import Term
 from stepwall.testing import (
     evaluate,  # the fixture stepwall_plugin comes via pytest11
@@ -152,7 +152,7 @@ def test_kind_already_claimed_names_both_plugins(stepwall_plugin) -> None:
 BROKEN = {
     "claims_gpu": (
         "from stepwall.hookspecs import hookimpl\n"
-        "from stepwall.spec import KindSpec\n"
+        "from stepwall.fields import KindSpec\n"
         "class F: pass\n"
         "@hookimpl\n"
         "def stepwall_spec_kinds():\n"

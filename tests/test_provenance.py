@@ -7,8 +7,8 @@ import json
 import pytest
 
 from stepwall.cli import main
-from stepwall.model import build_model, summary
-from stepwall.spec import catalog_names
+from stepwall.loader import catalog_names
+from stepwall.model import build_model, model_summary
 
 
 def test_eval_json_names_file_and_source_of_each_parameter(capsys) -> None:
@@ -26,6 +26,6 @@ def test_eval_json_names_file_and_source_of_each_parameter(capsys) -> None:
 
 @pytest.mark.parametrize("scenario", catalog_names("scenarios"))
 def test_every_hardware_and_network_value_cites_a_source(scenario: str) -> None:
-    for p in summary(build_model(scenario))["parameters"]:
+    for p in model_summary(build_model(scenario))["parameters"]:
         if p["path"].startswith(("hardware.", "cluster.scale_")) and p["file"]:
             assert p["source"], f"{scenario}: {p['path']} from {p['file']} has no source"

@@ -1,19 +1,33 @@
-"""docs/spec-reference.md is what the built-in plugins declare, to the byte."""
+"""The reference docs (spec fields, analyses, report blocks, formats, JSON Schemas) are what
+the registry declares, to the byte."""
 
-from pathlib import Path
+import json
 
-from stepwall.reference import builtin_markdown
-
-DOC = Path(__file__).resolve().parents[1] / "docs" / "spec-reference.md"
+from stepwall.reference import builtin_markdown, generated
 
 
-def test_spec_reference_is_in_sync() -> None:
-    assert DOC.read_text(encoding="utf-8") == builtin_markdown(), (
-        "regenerate: python -m stepwall.reference > docs/spec-reference.md"
-    )
+def test_reference_docs_are_in_sync() -> None:
+    stale = [str(p) for p, text in generated().items()
+             if not p.is_file() or p.read_text(encoding="utf-8") != text]  # fmt: skip
+    assert not stale, f"regenerate: python -m stepwall.reference --write\n{stale}"
 
 
 def test_every_field_is_documented() -> None:
     text = builtin_markdown()
     assert "| `hbm_bandwidth` | peak device-memory bandwidth |" in text
     assert "| `tp` | tensor-parallel degree | a whole number" in text
+
+
+def test_every_analysis_block_and_format_is_documented_with_a_schema() -> None:
+    files = {p.name: text for p, text in generated().items()}
+    ref = files["extensions-reference.md"]
+    for name in ("wall", "optimum", "crossover", "elasticity", "regime", "plateau"):
+        assert f"### `{name}`" in ref
+        schema = json.loads(files[f"analysis-{name}.json"])
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+    for name in ("heading", "prose", "table", "plot", "formula", "derivation"):
+        assert f"### `{name}`" in ref and f"block-{name}.json" in files
+    for name in ("text", "json", "csv", "markdown", "parquet"):
+        assert f"| `{name}` |" in ref
+    wall = json.loads(files["analysis-wall.json"])
+    assert wall["required"] == ["key"] and wall["properties"]["eps"]["default"] == 0.15

@@ -159,7 +159,7 @@ BAD = [
     ("{b.group.moe as ms:.4f}", "{b.group.moo as ms:.4f}", "block[1].text", "unknown value"),
     ("{b.group.moe as ms:.4f}", "{b.group.moe as GB:.4f}", "block[1].text", "unit 'GB'"),
     ('kind = "prose"', 'kind = "poem"', "block[1].kind", "unknown block kind"),
-    ('format = ".3f"', 'formatt = ".3f"', "block[0].formatt", "unknown key"),
+    ('format = ".3f"', 'formatt = ".3f"', "block[0].formatt", "unknown option"),
 ]
 
 

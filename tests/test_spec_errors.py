@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stepwall.cli import main
-from stepwall.spec import catalog_root
+from stepwall.loader import catalog_root
 
 BASE = "k26-b300-tp8-ddtree"  # a shipped scenario the bad files start from
 
@@ -313,4 +313,4 @@ def test_derive_without_a_key_is_bad_input(capsys) -> None:
 
     assert main(["derive", "k26-b300-tp8-ddtree", "wall"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "needs a KEY" in err
+    assert "\n" not in err and "required: KEY" in err

@@ -19,7 +19,9 @@ SCENARIO = "k26-b300-tp8-ddtree"
 
 def test_grid_equals_per_point_builds():
     vary = [("parallel.tp", [8, 16, 72]), ("hardware.hbm_bandwidth", ["8 TB/s", "9TB/s"])]
-    res = sweep.run(SCENARIO, vary, metrics=["step_time_s", "tokens_per_s_per_user", "group.moe"])
+    res = sweep.run_sweep(
+        SCENARIO, vary, metrics=["step_time_s", "tokens_per_s_per_user", "group.moe"]
+    )
     assert res.shape == (3, 2)
     np.testing.assert_allclose(res.si[1], [8e12, 9e12])
     for i, tp in enumerate([8, 16, 72]):
@@ -43,7 +45,8 @@ def test_csv_and_json_outputs(tmp_path):
     js = tmp_path / "s.json"
     assert main(["sweep", SCENARIO, "--vary", "workload.concurrency=1,2", "-o", str(js)]) == 0
     doc = json.loads(js.read_text())
-    assert doc["axes"][0]["key"] == "workload.concurrency"
+    assert doc["title"] == SCENARIO and doc["columns"][0] == "workload.concurrency"
+    assert doc["units"]["tokens_per_s"] == "tokens/s"
     assert len(doc["rows"]) == 2
     assert doc["rows"][1]["tokens_per_s"] > doc["rows"][0]["tokens_per_s"]
 
@@ -71,7 +74,9 @@ def test_bad_sweeps_are_one_line_errors(vary, needle, capsys):
 
 def test_infeasible_rows_are_marked_not_refused(capsys):
     """More GPUs than the cluster, heads that do not split: the row says so; the rest stands."""
-    res = sweep.run(SCENARIO, [("parallel.tp", [8, 9, 144])], metrics=["tokens_per_s_per_user"])
+    res = sweep.run_sweep(
+        SCENARIO, [("parallel.tp", [8, 9, 144])], metrics=["tokens_per_s_per_user"]
+    )
     assert res.feasible.tolist() == [True, False, False]
     assert res.violation.tolist() == ["", "heads_by_tp", "layout_fits_cluster"]
     assert main(["sweep", SCENARIO, "--vary", "parallel.tp=8,9,144", "--feasible-only"]) == 0
@@ -82,7 +87,7 @@ def test_infeasible_rows_are_marked_not_refused(capsys):
 def test_each_infeasible_row_matches_eval():
     """The feasible column agrees with `stepwall eval` point by point."""
     vals = [1, 2, 3, 4, 8, 16, 24, 72]
-    res = sweep.run(SCENARIO, [("parallel.tp", vals)], metrics=["step_time_s"])
+    res = sweep.run_sweep(SCENARIO, [("parallel.tp", vals)], metrics=["step_time_s"])
     for tp, ok in zip(vals, res.feasible.tolist(), strict=True):
         assert main(["eval", SCENARIO, "--set", f"parallel.tp={tp}", "--json"]) == (0 if ok else 2)
 
@@ -99,19 +104,18 @@ def test_each_infeasible_row_matches_eval():
 )
 def test_range_syntax(text, want):
     key, span = sweep.parse_vary(f"workload.context={text}")
-    m = build_model(SCENARIO)
-    _, si = sweep.axis_values(m, key, span, [])
-    np.testing.assert_allclose(si, want)
+    axis = sweep.axis_values(build_model(SCENARIO).scenario, key, span, [])
+    np.testing.assert_allclose(axis.si, want)
 
 
 def test_range_with_units_and_integer_rounding():
-    m = build_model(SCENARIO)
-    _, si = sweep.axis_values(
-        m, "hardware.hbm_bandwidth", sweep.parse_vary("k=7TB/s..8TB/s:500GB/s")[1], []
+    sc = build_model(SCENARIO).scenario
+    bw = sweep.axis_values(
+        sc, "hardware.hbm_bandwidth", sweep.parse_vary("k=7TB/s..8TB/s:500GB/s")[1], []
     )
-    np.testing.assert_allclose(si, [7e12, 7.5e12, 8e12])
-    _, tp = sweep.axis_values(m, "parallel.tp", sweep.parse_vary("k=1..64:5log")[1], [])
-    assert tp.tolist() == [1, 3, 8, 23, 64]  # log-spaced, rounded to whole degrees
+    np.testing.assert_allclose(bw.si, [7e12, 7.5e12, 8e12])
+    tp = sweep.axis_values(sc, "parallel.tp", sweep.parse_vary("k=1..64:5log")[1], [])
+    assert tp.si.tolist() == [1, 3, 8, 23, 64]  # log-spaced, rounded to whole degrees
 
 
 @pytest.mark.parametrize(
@@ -138,7 +142,7 @@ def test_structural_key_builds_one_model_per_value():
     per value, and each row equals a fresh build."""
     assert "model.n_dense_layers" in build_model(SCENARIO).structural_keys
     vals = [0, 1, 3]
-    res = sweep.run(SCENARIO, [("model.n_dense_layers", vals), ("parallel.tp", [4, 8])],
+    res = sweep.run_sweep(SCENARIO, [("model.n_dense_layers", vals), ("parallel.tp", [4, 8])],
                     metrics=["step_time_s"])  # fmt: skip
     for i, n in enumerate(vals):
         for j, tp in enumerate([4, 8]):
@@ -150,12 +154,12 @@ def test_structural_key_builds_one_model_per_value():
 
 def test_unknown_metric():
     with pytest.raises(SpecError, match="unknown metric"):
-        sweep.run(SCENARIO, [("parallel.tp", [8])], metrics=["tokens_per_second"])
+        sweep.run_sweep(SCENARIO, [("parallel.tp", [8])], metrics=["tokens_per_second"])
 
 
 def test_vectorized_large_grid_is_one_model():
     vary = [("workload.concurrency", list(range(1, 201))), ("parallel.tp", [1, 2, 4, 8])]
-    res = sweep.run(SCENARIO, vary, metrics=["tokens_per_s"])
+    res = sweep.run_sweep(SCENARIO, vary, metrics=["tokens_per_s"])
     assert res.results["tokens_per_s"].shape == (200, 4)
     assert np.all(np.diff(res.results["tokens_per_s"][:, 3]) > 0)
 
@@ -167,6 +171,10 @@ class _Tty(io.StringIO):
 
 def test_progress_bar_only_on_a_terminal():
     tty, pipe = _Tty(), io.StringIO()
-    sweep.run(SCENARIO, [("parallel.tp", [8, 16])], progress=sweep.ProgressBar(tty, after=0.0))
-    sweep.run(SCENARIO, [("parallel.tp", [8, 16])], progress=sweep.ProgressBar(pipe, after=0.0))
+    sweep.run_sweep(
+        SCENARIO, [("parallel.tp", [8, 16])], progress=sweep.ProgressBar(tty, after=0.0)
+    )
+    sweep.run_sweep(
+        SCENARIO, [("parallel.tp", [8, 16])], progress=sweep.ProgressBar(pipe, after=0.0)
+    )
     assert "2/2" in tty.getvalue() and pipe.getvalue() == ""

@@ -19,8 +19,8 @@ from stepwall.units import (
     INFORMATION,
     TIME,
     format_quantity,
+    magnitude,
     parse_quantity,
-    quantity,
 )
 
 SCENARIO = "k26-b300-tp8-ddtree"
@@ -73,7 +73,7 @@ def _bytes_only(s):
 def test_plugin_mixing_dimensions_is_rejected(make, plugin, term, fragment) -> None:
     hooks = registry.build(extra=(_Plugin(plugin, make),), autoload=False)
     with pytest.raises(DimensionError) as e:
-        build_model(SCENARIO, hooks=hooks)
+        build_model(SCENARIO, registry=hooks)
     err = e.value
     assert err.plugin == plugin
     assert err.term == term
@@ -85,10 +85,9 @@ def test_plugin_mixing_dimensions_is_rejected(make, plugin, term, fragment) -> N
     assert "\n" not in msg
 
 
-def test_cli_reports_a_bad_plugin_in_one_line(monkeypatch, capsys) -> None:
-    hooks = registry.build(extra=(_Plugin("bad_max", _max_bytes_seconds),), autoload=False)
-    monkeypatch.setattr(registry, "default", lambda: hooks)
-    code = main(["eval", SCENARIO])
+def test_cli_reports_a_bad_plugin_in_one_line(capsys) -> None:
+    reg = registry.build(extra=(_Plugin("bad_max", _max_bytes_seconds),), autoload=False)
+    code = main(["eval", SCENARIO, "--no-cache"], registry=reg)
     out, err = capsys.readouterr()
     assert code == 2
     assert out == ""
@@ -107,14 +106,14 @@ def test_a_good_throwaway_term_is_added() -> None:
         ),
         autoload=False,
     )
-    ev = build_model(SCENARIO, hooks=hooks).evaluate()
+    ev = build_model(SCENARIO, registry=hooks).evaluate()
     assert float(ev["terms"]["extra.wait"]) == pytest.approx(2e-3)
 
 
 def test_plugin_returning_a_non_term_is_a_plugin_error() -> None:
     hooks = registry.build(extra=(_Plugin("raw", lambda s: sp.Integer(1)),), autoload=False)
     with pytest.raises(PluginError, match="Term"):
-        build_model(SCENARIO, hooks=hooks)
+        build_model(SCENARIO, registry=hooks)
 
 
 def test_plugin_raising_is_named() -> None:
@@ -123,7 +122,7 @@ def test_plugin_raising_is_named() -> None:
 
     hooks = registry.build(extra=(_Plugin("boom", boom),), autoload=False)
     with pytest.raises(PluginError, match="kaboom") as e:
-        build_model(SCENARIO, hooks=hooks)
+        build_model(SCENARIO, registry=hooks)
     assert "stepwall_fixed_terms" in str(e.value)
 
 
@@ -201,7 +200,7 @@ def test_a_size_where_a_bandwidth_belongs_is_caught(plateau) -> None:
     w, _, n, _ = plateau
     # In code: the quantity is checked against the dimension it is meant to have.
     with pytest.raises(DimensionError, match=r"\(B vs B/s\)"):
-        quantity("8 TB", BANDWIDTH)
+        magnitude("8 TB", BANDWIDTH)
     # A parameter declared as a size by mistake makes the term dimensionless: rejected.
     b_as_size = parameter("test_ep.bandwidth_as_size", INFORMATION)
     with pytest.raises(DimensionError, match=r"\(dimensionless vs s\)"):
@@ -223,7 +222,7 @@ def test_in_a_spec_a_slip_is_an_error_not_a_scale() -> None:
         ("overhead.per_step=2", "has no unit"),
     ]:
         with pytest.raises(SpecError, match=fragment) as e:
-            build_model(SCENARIO, [setting], hooks=hooks)
+            build_model(SCENARIO, [setting], registry=hooks)
         assert isinstance(e.value, StepwallError)
         assert e.value.key == setting.split("=")[0]
 
@@ -242,7 +241,7 @@ def test_a_constant_declared_inside_a_hook_is_evaluated() -> None:
     from stepwall import registry
     from stepwall.model import build_model
 
-    m = build_model("k26-b300-tp8-ddtree", hooks=registry.build(extra=(LatePlugin(),)))
+    m = build_model("k26-b300-tp8-ddtree", registry=registry.build(extra=(LatePlugin(),)))
     assert float(m.evaluate()["terms"]["late.tick"]) == 3e-6
 
 

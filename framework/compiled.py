@@ -1,0 +1,439 @@
+"""The numeric side of a model: one compiled function over the parameters, and what its
+outputs mean (metric, term, op and constraint names) as plain data.
+
+A `CompiledModel` holds no sympy expression: it is what ``lambdify`` made of the model, as
+Python source, plus the names needed to read its outputs. So it can be kept on disk and
+loaded in a fresh process without building the symbolic model again (`ModelCache`), which is
+what makes a cold ``stepwall eval`` cost little more than importing sympy.
+
+The cache lives in the user's cache folder (``$STEPWALL_CACHE_DIR``, else
+``$XDG_CACHE_HOME/stepwall``, else ``~/.cache/stepwall``). An entry is keyed by the model's
+shape (kinds, choices and flags, the plugins with their versions and source files) and lists
+the structural keys whose values it was built for; numeric values are not part of the key,
+since they enter only at evaluation. Entries are written atomically, so concurrent writers
+are safe; ``STEPWALL_NO_CACHE=1`` or ``--no-cache`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from stepwall.errors import shown_path
+
+if TYPE_CHECKING:
+    from stepwall.constraints import Violation
+    from stepwall.registry import Registry
+    from stepwall.scenario import Scenario
+
+METRICS = (
+    "step_time_s",
+    "tokens_per_s_per_user",
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "gpus",
+    "memory_bytes_per_gpu",
+    "memory_capacity_per_gpu",
+    "weight_bytes_per_gpu",
+    "kv_bytes_per_gpu",
+)
+METRIC_UNITS = {
+    "step_time_s": "s",
+    "tokens_per_s_per_user": "tokens/s",
+    "tokens_per_s": "tokens/s",
+    "tokens_per_s_per_gpu": "tokens/s",
+    "gpus": "",
+    "memory_bytes_per_gpu": "B",
+    "memory_capacity_per_gpu": "B",
+    "weight_bytes_per_gpu": "B",
+    "kv_bytes_per_gpu": "B",
+}
+# Metrics that describe a configuration rather than its performance: meaningful even where it
+# is infeasible (they say why: 527 GB resident of 275 GB usable). The others are withheld there.
+DIAGNOSTIC_METRICS = frozenset(
+    {"gpus", "memory_bytes_per_gpu", "memory_capacity_per_gpu", "weight_bytes_per_gpu",
+     "kv_bytes_per_gpu"}
+)  # fmt: skip
+FORMAT = 3  # the layout of a cache entry; bump when it changes
+
+
+@attrs.frozen
+class TermInfo:
+    name: str
+    group: str
+    plugin: str
+    why: str
+    overlap: str = ""
+
+
+@attrs.frozen
+class OpInfo:
+    name: str
+    group: str
+    plugin: str
+
+
+@attrs.frozen
+class ConstraintInfo:
+    name: str
+    plugin: str
+    message: str
+    keys: tuple[str, ...]
+
+
+@attrs.frozen
+class CompiledModel:
+    """One function from the parameters (in ``parameters`` order, by path) to every output:
+    the metrics, the term times, each op's bytes and FLOPs and whether each constraint
+    holds."""
+
+    parameters: tuple[str, ...]
+    constants: Mapping[str, float]
+    source: str
+    terms: tuple[TermInfo, ...]
+    ops: tuple[OpInfo, ...]
+    constraints: tuple[ConstraintInfo, ...]
+    structural_keys: frozenset[str]
+    imports: tuple[tuple[str, str], ...] = ()  # (module, name) the source needs beyond numpy's
+    scalar_source: str = ""  # the same outputs for one point, in plain Python (no numpy)
+    scalar_imports: tuple[tuple[str, str], ...] = ()
+    _fn: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+
+    def function(self, scalar: bool = False) -> Any:
+        """The compiled function: numpy (vectorized) or, for one point, plain Python."""
+        key = "math" if scalar else "numpy"
+        if key not in self._fn:
+            namespace = dict(_lambdify_namespace(key))
+            for module, name in self.scalar_imports if scalar else self.imports:
+                namespace[name] = getattr(importlib.import_module(module), name)
+            source = self.scalar_source if scalar else self.source
+            exec(compile(source, f"<stepwall model ({key})>", "exec"), namespace)
+            self._fn[key] = namespace["_lambdifygenerated"]
+        return self._fn[key]
+
+    def evaluate(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Every output at ``values`` (by path; numpy arrays broadcast together). One point
+        with a plain-Python form compiled runs without numpy."""
+        args = [values[p] if p in values else self.constants[p] for p in self.parameters]
+        if self.scalar_source and not any(getattr(a, "ndim", 0) for a in args):
+            return self._results(self._scalar(args), scalar=True)
+        import numpy as np
+
+        with np.errstate(all="ignore"):
+            out = self.function()(*args)
+        return self._results(out, scalar=False)
+
+    def _scalar(self, args: list[Any]) -> Any:
+        try:
+            return self.function(scalar=True)(*(float(a) for a in args))
+        except (ZeroDivisionError, OverflowError, ValueError):  # as numpy would: inf or nan
+            import numpy as np
+
+            with np.errstate(all="ignore"):
+                return [
+                    v.item() if hasattr(v, "item") else v
+                    for v in self.function()(*(np.float64(a) for a in args))
+                ]
+
+    def _results(self, out: Any, scalar: bool) -> dict[str, Any]:
+        result: dict[str, Any] = dict(zip(METRICS, out[: len(METRICS)], strict=True))
+        n, k = len(METRICS), len(self.terms)
+        result["terms"] = dict(zip((t.name for t in self.terms), out[n : n + k], strict=True))
+        w = 2 * len(self.ops)
+        work = out[n + k : n + k + w]
+        result["ops"] = {
+            op.name: {"bytes": work[2 * i], "flops": work[2 * i + 1]}
+            for i, op in enumerate(self.ops)
+        }
+        holds = out[n + k + w :]
+        if scalar:
+            result["constraints"] = {
+                c.name: bool(h) for c, h in zip(self.constraints, holds, strict=True)
+            }
+            result["feasible"] = all(result["constraints"].values()) and all(
+                math.isfinite(float(result[m])) for m in METRICS
+            )
+            return result
+        import numpy as np
+
+        result["constraints"] = {
+            c.name: np.asarray(h, dtype=bool) for c, h in zip(self.constraints, holds, strict=True)
+        }
+        feasible = np.asarray(True)
+        for h in result["constraints"].values():
+            feasible = feasible & h
+        for m in METRICS:
+            feasible = feasible & np.isfinite(np.asarray(result[m], dtype=float))
+        result["feasible"] = feasible
+        return result
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "parameters": list(self.parameters),
+            "constants": dict(self.constants),
+            "source": self.source,
+            "terms": [attrs.astuple(t) for t in self.terms],
+            "ops": [attrs.astuple(o) for o in self.ops],
+            "constraints": [[c.name, c.plugin, c.message, list(c.keys)] for c in self.constraints],
+            "structural_keys": sorted(self.structural_keys),
+            "imports": [list(i) for i in self.imports],
+            "scalar_source": self.scalar_source,
+            "scalar_imports": [list(i) for i in self.scalar_imports],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> CompiledModel:
+        return cls(
+            tuple(doc["parameters"]),
+            dict(doc["constants"]),
+            doc["source"],
+            tuple(TermInfo(*t) for t in doc["terms"]),
+            tuple(OpInfo(*o) for o in doc["ops"]),
+            tuple(ConstraintInfo(n, p, m, tuple(k)) for n, p, m, k in doc["constraints"]),
+            frozenset(doc["structural_keys"]),
+            tuple((m, n) for m, n in doc["imports"]),
+            doc["scalar_source"],
+            tuple((m, n) for m, n in doc["scalar_imports"]),
+        )
+
+
+def extra_imports(fn: Any, module: str = "numpy") -> tuple[tuple[str, str], ...]:
+    """What a lambdified function's globals hold beyond its module's namespace (e.g.
+    functools' ``reduce`` for a Max of many arguments), as (module, name)."""
+    base = _lambdify_namespace(module)
+    out = []
+    for name, obj in sorted(fn.__globals__.items()):
+        if name not in base and not name.startswith("__") and hasattr(obj, "__module__"):
+            out.append((obj.__module__, name))
+    return tuple(out)
+
+
+def _lambdify_namespace(module: str) -> dict[str, Any]:
+    """The globals sympy gives a function it lambdifies for ``module`` ("numpy": ``ceil``,
+    ``select``, …; "math"), for running cached source in a fresh process."""
+    import sympy as sp
+
+    return dict(sp.lambdify([], 0, module).__globals__)
+
+
+def cache_dir() -> Path | None:
+    """Where compiled models are kept, or None when the cache is off."""
+    if os.environ.get("STEPWALL_NO_CACHE"):
+        return None
+    explicit = os.environ.get("STEPWALL_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "stepwall"
+
+
+class ModelCache:
+    """Compiled models on disk, one file per shape, each listing the structural values it
+    was built for. A broken or unreadable entry is a miss, never an error."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+
+    def _file(self, shape: str) -> Path | None:
+        return None if self.root is None else self.root / f"model-{shape}.json"
+
+    def get(self, shape: str, reads: Mapping[str, Any]) -> CompiledModel | None:
+        path = self._file(shape)
+        if path is None or not path.is_file():
+            return None
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+            for entry in entries:
+                if entry["format"] == FORMAT and all(
+                    reads.get(k) == v for k, v in entry["reads"].items()
+                ):
+                    return CompiledModel.from_json(entry["model"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return None
+
+    def put(self, shape: str, reads: Mapping[str, Any], model: CompiledModel) -> None:
+        path = self._file(shape)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                entries = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                entries = []
+            entries = [e for e in entries if e.get("reads") != dict(reads)][-15:]
+            entries.append({"format": FORMAT, "reads": dict(reads), "model": model.to_json()})
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".model-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(entries, f)
+            os.replace(tmp, path)
+        except OSError:
+            return  # a cache that cannot be written is only slower
+
+
+def shape_digest(parts: Sequence[Any]) -> str:
+    """A stable hash of a model's shape (kinds, choices, flags, plugins and their code)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def group_times(numeric: CompiledModel, ev: Mapping[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for t in numeric.terms:
+        out[t.group] += float(ev["terms"][t.name])
+    return dict(out)
+
+
+def compile_scenario(
+    scenario: Scenario,
+    registry: Registry | None = None,
+    *,
+    cache: bool = True,
+    scalar: bool = False,
+) -> CompiledModel:
+    """The compiled model of a scenario, from the on-disk cache when a model of its shape was
+    compiled before (in any process), else built and stored. ``scalar`` asks for the
+    plain-Python form too (one point, no numpy: what ``stepwall eval`` runs)."""
+    from stepwall import registry as registries
+
+    registry = registry or registries.default()
+    code = code_identity(registry) if cache else None
+    store = ModelCache(cache_dir() if code is not None else None)
+    digest = shape_digest([repr(shape_key(scenario)), *(code or [])])
+    reads = {p: _jsonable(value_of(scenario, p)) for p in scenario.numeric_paths()}
+    found = store.get(digest, reads)
+    if found is not None and (found.scalar_source or not scalar):
+        return found
+    from stepwall.model import build_model, compile_model
+
+    model = build_model(scenario, registry=registry)
+    numeric = compile_model(model, scalar=True) if scalar else model.numeric
+    store.put(digest, {p: reads[p] for p in numeric.structural_keys}, numeric)
+    return numeric
+
+
+def _all(x: Any) -> bool:
+    return bool(x.all()) if hasattr(x, "all") else bool(x)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def code_identity(registry: Registry) -> list[Any] | None:
+    """What a compiled model's code depends on besides the spec: each plugin (name, version,
+    and the size and modification time of its module file) and stepwall's own files. None
+    when a plugin is not a module with a file (a class or instance made in a test or a
+    notebook): its code cannot be identified, so its models are not cached."""
+    import types
+
+    out: list[Any] = list(registry.versions())
+    files = sorted(Path(__file__).resolve().parent.glob("**/*.py"))
+    for _, plugin in sorted(registry.pm.list_name_plugin(), key=lambda np_: np_[0]):
+        f = getattr(plugin, "__file__", None)
+        if not isinstance(plugin, types.ModuleType) or not f:
+            return None
+        files.append(Path(f))
+    for f in files:
+        try:
+            st = f.stat()
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(f), None))
+    return out
+
+
+def shape_key(scenario: Scenario) -> tuple[Any, ...]:
+    """What fixes a model's shape besides the structural keys: the kinds and every field
+    that is not a number (choices, flags)."""
+    parts: list[Any] = [tuple(sorted(scenario.kinds.items()))]
+    for name in sorted(scenario.sections):
+        obj = scenario.sections[name]
+        parts += [
+            (name, f.name, repr(getattr(obj, f.name)))
+            for f in attrs.fields(type(obj))
+            if "dim" not in f.metadata
+        ]
+    return tuple(parts)
+
+
+def value_of(scenario: Scenario, path: str) -> Any:
+    """The value of a spec path as the section holds it (a number, or None)."""
+    section, _, name = path.rpartition(".")
+    return getattr(scenario.sections[section], name, None) if section in scenario.sections else None
+
+
+def summary(
+    scenario: Scenario,
+    numeric: CompiledModel,
+    violations: Sequence[Violation] = (),
+    evaluated: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The `stepwall eval --json` object: metrics, groups, terms, ops, parameters with their
+    sources, and the violations found (empty when the point is feasible)."""
+    ev = evaluated or numeric.evaluate({s.name: v for s, v in scenario.values.items()})
+    used, cap = float(ev["memory_bytes_per_gpu"]), float(ev["memory_capacity_per_gpu"])
+    by_path = {s.name: s for s in scenario.values}
+    return {
+        "scenario": scenario.name,
+        "overrides": list(scenario.overrides),
+        "feasible": not violations and _all(ev["feasible"]),
+        "violations": [v.to_json() for v in violations],
+        "step_time_s": float(ev["step_time_s"]),
+        "tokens_per_s_per_user": float(ev["tokens_per_s_per_user"]),
+        "tokens_per_s": float(ev["tokens_per_s"]),
+        "tokens_per_s_per_gpu": float(ev["tokens_per_s_per_gpu"]),
+        "gpus": round(float(ev["gpus"])),
+        "memory": {
+            "bytes_per_gpu": used,
+            "capacity_per_gpu": cap,
+            "fits": used <= cap,
+            "weight_bytes_per_gpu": float(ev["weight_bytes_per_gpu"]),
+            "kv_bytes_per_gpu": float(ev["kv_bytes_per_gpu"]),
+        },
+        "groups": group_times(numeric, ev),
+        "parameters": [
+            {
+                "path": path,
+                "value": float(scenario.values[by_path[path]]),
+                "unit": "" if by_path[path].dim.dimensionless else str(by_path[path].dim),
+                "file": shown_path(scenario.provenance.get(path, "")),
+                "source": text,
+            }
+            for path, text in sorted(scenario.sources.items())
+        ],
+        "ops": [
+            {
+                "name": op.name,
+                "group": op.group,
+                "plugin": op.plugin,
+                "bytes_per_gpu": float(ev["ops"][op.name]["bytes"]),
+                "flops_per_gpu": float(ev["ops"][op.name]["flops"]),
+            }
+            for op in numeric.ops
+        ],
+        "terms": [
+            {
+                "name": t.name,
+                "plugin": t.plugin,
+                "group": t.group,
+                "overlap": t.overlap,
+                "seconds": float(ev["terms"][t.name]),
+                "why": t.why,
+            }
+            for t in numeric.terms
+        ],
+    }

@@ -1,0 +1,250 @@
+"""Output formats: how results leave stepwall.
+
+A result is a `Table` (named columns with units; rows produced in chunks, so a sweep of
+millions of points streams in bounded memory) and/or a JSON-able document. A `Format` writes
+either to a stream: ``--format NAME`` on the command line, or the suffix of ``-o FILE``.
+Plugins add formats through the ``stepwall_formats`` hook; this module is the built-in plugin
+that declares text, json, csv, markdown and parquet (the last needs pyarrow:
+``pip install 'stepwall[parquet]'``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO, Any
+
+import attrs
+
+from stepwall.errors import SpecError
+from stepwall.hookspecs import hookimpl
+
+__all__ = ["Column", "Format", "Table", "format_for"]
+
+
+@attrs.frozen
+class Column:
+    """A column: its name, unit ("" for none) and kind: "int", "float", "bool" or "text"."""
+
+    name: str
+    unit: str = ""
+    kind: str = "float"
+
+    @property
+    def header(self) -> str:
+        return f"{self.name} [{self.unit}]" if self.unit else self.name
+
+
+@attrs.frozen
+class Table:
+    """Columns and their data as chunks: each chunk a list of 1-D arrays (or lists), one per
+    column, all of one length. ``document`` is the JSON form when it is not the rows."""
+
+    columns: tuple[Column, ...]
+    chunks: Callable[[], Iterator[Sequence[Any]]]
+    title: str = ""
+    document: Any = None
+
+    @classmethod
+    def of_rows(cls, columns: Sequence[Column], rows: Sequence[Sequence[Any]], **kw: Any) -> Table:
+        """A small table from rows."""
+        cols = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in columns]
+        return cls(tuple(columns), lambda: iter([cols]), **kw)
+
+    def rows(self) -> Iterator[list[Any]]:
+        for chunk in self.chunks():
+            yield from (list(r) for r in zip(*chunk, strict=True))
+
+
+@attrs.frozen
+class Format:
+    """An output format: ``write(table_or_document, stream)``. ``tables``/``documents`` say
+    what it can write; ``binary`` formats need a file (``-o``)."""
+
+    name: str
+    doc: str
+    suffixes: tuple[str, ...]
+    write: Callable[[Any, IO[Any]], None]
+    tables: bool = True
+    documents: bool = False
+    binary: bool = False
+    plugin: str = ""
+
+
+# ---------------------------------------------------------------- the built-ins
+
+
+def _text(obj: Any, out: IO[str]) -> None:
+    """Aligned columns (numbers to 6 significant digits), for a terminal."""
+    if not isinstance(obj, Table):
+        out.write(str(obj).rstrip("\n") + "\n")
+        return
+    head = [c.header for c in obj.columns]
+    body = [[_short(v, c.kind) for v, c in zip(r, obj.columns, strict=True)] for r in obj.rows()]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    out.write("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)) + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for r in body:
+        out.write("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) + "\n")
+
+
+def _short(v: Any, kind: str) -> str:
+    if kind == "int":
+        return str(int(v))
+    if kind == "bool":
+        return "yes" if v else "no"
+    if kind == "text" or isinstance(v, str):
+        return str(v)
+    return f"{float(v):.6g}"
+
+
+def _csv(table: Table, out: IO[str]) -> None:
+    """Comma-separated, a header with units, numbers to 10 significant digits (integers as
+    integers); written chunk by chunk with one format string per row, fast enough for
+    millions of rows."""
+    import numpy as np
+
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow([c.header for c in table.columns])
+    row = ",".join({"int": "%d", "float": "%.10g"}.get(c.kind, "%s") for c in table.columns)
+    row += "\n"
+    for chunk in table.chunks():
+        cols = []
+        for v, c in zip(chunk, table.columns, strict=True):
+            if c.kind == "bool":
+                cols.append(["true" if b else "false" for b in np.asarray(v, dtype=bool).tolist()])
+            elif c.kind == "text":
+                cols.append([_csv_text(x) for x in v])
+            elif c.kind == "int":
+                cols.append(np.asarray(v).astype(np.int64).tolist())
+            else:
+                cols.append(np.asarray(v, dtype=float).tolist())
+        out.write("".join(map(row.__mod__, zip(*cols, strict=True))))
+
+
+def _csv_text(x: Any) -> str:
+    s = str(x)
+    return '"' + s.replace('"', '""') + '"' if any(ch in s for ch in ',"\n') else s
+
+
+def _markdown(table: Table, out: IO[str]) -> None:
+    """A Markdown table (numbers to 6 significant digits)."""
+    out.write("| " + " | ".join(c.header for c in table.columns) + " |\n")
+    align = ["---:" if c.kind in ("int", "float") else ":---" for c in table.columns]
+    out.write("|" + "|".join(align) + "|\n")
+    for r in table.rows():
+        cells = [_short(v, c.kind) for v, c in zip(r, table.columns, strict=True)]
+        out.write("| " + " | ".join(cells) + " |\n")
+
+
+def _json(obj: Any, out: IO[str]) -> None:
+    """One JSON document: a table as {"columns", "units", "rows"}, a document as is."""
+    if isinstance(obj, Table):
+        if obj.document is not None:
+            obj = obj.document
+        else:
+            rows = [
+                [_plain(v, c.kind) for v, c in zip(r, obj.columns, strict=True)] for r in obj.rows()
+            ]
+            obj = {
+                **({"title": obj.title} if obj.title else {}),
+                "columns": [c.name for c in obj.columns],
+                "units": {c.name: c.unit for c in obj.columns if c.unit},
+                "rows": [dict(zip((c.name for c in obj.columns), r, strict=True)) for r in rows],
+            }
+    out.write(json.dumps(obj, indent=2, default=_plain_default) + "\n")
+
+
+def _plain(v: Any, kind: str) -> Any:
+    import numpy as np
+
+    if kind == "int":
+        return int(v)
+    if kind == "bool":
+        return bool(v)
+    if kind == "text" or isinstance(v, str):
+        return str(v)
+    f = float(v)
+    return f if np.isfinite(f) else None
+
+
+def _plain_default(x: Any) -> Any:
+    import numpy as np
+
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        f = float(x)
+        return f if np.isfinite(f) else None
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return str(x)
+
+
+def _parquet(table: Table, out: IO[bytes]) -> None:
+    """Apache Parquet (columnar, typed), one row group per chunk; needs pyarrow."""
+    import numpy as np
+
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise SpecError("--format", "parquet", "pyarrow is not installed",
+                        "pip install 'stepwall[parquet]'") from None  # fmt: skip
+    types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "text": pa.string()}
+    fields = [
+        pa.field(c.name, types[c.kind], metadata={"unit": c.unit} if c.unit else None)
+        for c in table.columns
+    ]
+    schema = pa.schema(fields)
+    with pq.ParquetWriter(out, schema) as writer:
+        for chunk in table.chunks():
+            arrays = [
+                pa.array(np.asarray(v, dtype=np.int64) if c.kind == "int" else list(v)
+                         if c.kind == "text" else np.asarray(v), type=types[c.kind])
+                for v, c in zip(chunk, table.columns, strict=True)
+            ]  # fmt: skip
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+
+
+@hookimpl
+def stepwall_formats() -> list[Format]:
+    return [
+        Format("text", "aligned columns for a terminal", (".txt",), _text, documents=True),
+        Format("json", "one JSON document", (".json",), _json, documents=True),
+        Format("csv", "comma-separated values, a header with units", (".csv",), _csv),
+        Format("markdown", "a Markdown table", (".md",), _markdown),
+        Format("parquet", "Apache Parquet (needs pyarrow)", (".parquet",), _parquet, binary=True),
+    ]
+
+
+def format_for(
+    formats: dict[str, Format], name: str | None, path: str | None, where: str = "--format"
+) -> Format:
+    """The format named, or the one whose suffix ``path`` has."""
+    if name:
+        if name not in formats:
+            raise SpecError(where, name, "unknown format", f"one of: {', '.join(sorted(formats))}")
+        return formats[name]
+    suffix = "." + (path or "").rsplit(".", 1)[-1] if path and "." in path else ""
+    found = [f for f in formats.values() if suffix in f.suffixes]
+    if not found:
+        known = sorted(s for f in formats.values() for s in f.suffixes)
+        raise SpecError("-o", path or "", "unknown output format",
+                        f"a file ending in {', '.join(known)} (or --format)")  # fmt: skip
+    return found[0]
+
+
+def render(fmt: Format, obj: Any) -> str:
+    """A text format's output as a string."""
+    buf = io.StringIO()
+    fmt.write(obj, buf)
+    return buf.getvalue()
+
+
+def iter_once(chunks: Iterable[Sequence[Any]]) -> Callable[[], Iterator[Sequence[Any]]]:
+    """Chunks that can be produced once (a stream), as a Table's ``chunks``."""
+    it = iter(chunks)
+    return lambda: it

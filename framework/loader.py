@@ -1,0 +1,191 @@
+"""Reading spec files: TOML -> flat ``key -> (value, file)`` maps, with ``from`` chains,
+catalog references and ``--set`` overrides resolved. Nothing here knows about kinds or
+fields (that is `stepwall.validation`).
+
+A scenario names catalog entries (``model = "kimi-k2.6-int4"``) or tables that start from
+one (``[hardware] from = "b300"`` plus overrides); catalog entries and scenarios may
+themselves start ``from`` another. Errors are one line: ``file:key: what is wrong``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from stepwall.errors import SpecError, did_you_mean
+
+# Sections a scenario may name from the catalog, and the catalog folder for each.
+CATALOG_DIRS = {"model": "models", "hardware": "hardware", "cluster": "clusters"}
+
+Flat = dict[str, tuple[Any, str]]  # dotted key -> (value, file it came from)
+
+
+def catalog_root() -> Path:
+    return Path(str(resources.files("stepwall.specs")))
+
+
+def catalog_names(folder: str) -> list[str]:
+    return sorted(p.stem for p in (catalog_root() / folder).glob("*.toml"))
+
+
+def find_spec_file(
+    ref: str, folder: str, *, where: str, key: str, base: Path | None = None
+) -> Path:
+    """A catalog name (``b300``) or a path (``./my-gpu.toml``) -> the file."""
+    if not isinstance(ref, str) or not ref:
+        raise SpecError(where, key, f"reference {ref!r} is not a name", f"a {folder} name")
+    looks_like_path = "/" in ref or ref.endswith(".toml") or Path(ref).exists()
+    candidates = []
+    if looks_like_path:
+        p = Path(ref)
+        candidates.append(p if p.is_absolute() or base is None else base / p)
+        candidates.append(p)
+    else:
+        candidates.append(catalog_root() / folder / f"{ref}.toml")
+    for c in candidates:
+        if c.is_file():
+            return c
+    names = catalog_names(folder)
+    if looks_like_path:
+        found = next((c for c in candidates if c.exists()), None)
+        what = (
+            "not found"
+            if found is None
+            else ("is a folder" if found.is_dir() else "is not a regular file")
+        )
+        if not key:  # the file named on the command line
+            raise SpecError(ref, "", what, f"a TOML file, or a {folder} name")
+        raise SpecError(where, key, f"{ref}: {what}", "a TOML file")
+    dym = did_you_mean(ref, names)
+    raise SpecError(
+        where,
+        key,
+        f"no {folder} entry named {ref!r}{dym}",
+        f"a file path or one of: {', '.join(names)}",
+    )
+
+
+MAX_NESTING = 32  # tables within tables: specs need 3 levels; deeper is a mistake or an attack
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A spec file's TOML; a one-line error when it is missing, empty, not UTF-8, not TOML
+    or nested absurdly deep."""
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise SpecError(str(path), "", "is a folder", "a TOML file") from None
+    except FileNotFoundError:
+        raise SpecError(str(path), "", "not found", "a TOML file") from None
+    except OSError as e:
+        raise SpecError(str(path), "", f"cannot read file: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(str(path), "", f"is not UTF-8 (byte {e.start})", "a TOML file") from None
+    if _depth(text) > MAX_NESTING:
+        raise SpecError(str(path), "", f"nests tables more than {MAX_NESTING} deep",
+                        "a spec of a few levels")  # fmt: skip
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(str(path), "", f"TOML syntax error: {e}") from None
+    except RecursionError:
+        raise SpecError(str(path), "", "nests too deep to read", "a spec of a few levels") from None
+    if not doc:
+        raise SpecError(str(path), "", "is empty", "a TOML spec with keys")
+    return doc
+
+
+def _depth(text: str) -> int:
+    """An upper bound on how deep inline tables and arrays nest (brackets outside strings are
+    counted roughly: enough to refuse a 400-deep file before the parser recurses)."""
+    depth = best = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "\n":
+            depth = max(depth, 0)
+    return best
+
+
+def flatten(doc: Mapping[str, Any], origin: str, prefix: str = "") -> Flat:
+    out: Flat = {}
+    for k, v in doc.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and k != "sources":
+            out.update(flatten(v, origin, key + "."))
+        else:
+            out[key] = (v, origin)
+    return out
+
+
+def load_flat(path: Path, folder: str, stack: tuple[Path, ...]) -> Flat:
+    """A file's keys, flattened, after following its own ``from`` chain."""
+    path = path.resolve()
+    if path in stack:
+        chain = " -> ".join(p.stem for p in (*stack, path))
+        raise SpecError(str(stack[-1]), "from", f"reference cycle {chain}", "references to end")
+    flat = flatten(read_toml(path), str(path))
+    parent = flat.pop("from", None)
+    if parent is None:
+        return flat
+    base = load_flat(
+        find_spec_file(parent[0], folder, where=str(path), key="from", base=path.parent),
+        folder,
+        (*stack, path),
+    )
+    base.pop("name", None)
+    base.pop("description", None)
+    return {**base, **flat}
+
+
+def expand_references(flat: Flat, stack: tuple[Path, ...]) -> tuple[Flat, dict[str, str]]:
+    """Replace ``model = "name"`` / ``[model] from = "name"`` by the entry's keys; also
+    return, per section, the catalog file it was read from (where a missing key is blamed)."""
+    out = dict(flat)
+    files: dict[str, str] = {}
+    for section, folder in CATALOG_DIRS.items():
+        # `model = "…"` and `[model] from = "…"` may both be present when a scenario starts
+        # from another: the one merged last (the more derived file) wins.
+        keys = [k for k in out if k in (section, f"{section}.from")]
+        if not keys:
+            continue
+        key = keys[-1]
+        ref = out[key]
+        for k in keys:
+            del out[k]
+        value, origin = ref
+        if isinstance(value, dict):
+            continue
+        found = find_spec_file(value, folder, where=origin, key=key, base=Path(origin).parent)
+        files[section] = str(found)
+        entry = load_flat(found, folder, stack)
+        overrides = {k: v for k, v in out.items() if k.startswith(section + ".")}
+        for k in overrides:
+            del out[k]
+        entry.pop("name", None)
+        merged = {f"{section}.{k}": v for k, v in entry.items()}
+        merged.update(overrides)
+        out.update(merged)
+    return out, files
+
+
+def parse_set(assignment: str) -> tuple[str, Any]:
+    """``"parallel.tp=16"`` -> ("parallel.tp", 16); values read like TOML, else as text."""
+    key, sep, raw = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise SpecError("--set", assignment, "not an assignment", "KEY=VALUE, e.g. parallel.tp=16")
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value

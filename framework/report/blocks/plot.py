@@ -1,0 +1,113 @@
+"""Block ``plot``: an SVG figure: step-time breakdown by term group, a metric against a key
+(with derived points marked), or speed per user against throughput per GPU."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from stepwall.options import option
+from stepwall.report.blocks import BlockKind
+from stepwall.report.placeholders import fill, unit_scale
+
+if TYPE_CHECKING:
+    from stepwall.report.render import Report
+
+PLOTS = ("breakdown", "metric_vs_key", "latency_throughput")
+GROUP_ORDER = ("moe", "dense", "attention", "comm", "base", "spec")
+
+
+@attrs.frozen
+class PlotOptions:
+    id: str = option("an identifier: the SVG file's name")
+    plot: str = option("what to draw", choices=PLOTS)
+    scenarios: tuple[str, ...] = option("the aliases drawn", default=())
+    scenario: str = option("one alias (instead of scenarios)", default="")
+    labels: tuple[str, ...] = option("one label per alias", default=())
+    key: str = option("the key along the x axis", default="")
+    values: tuple[Any, ...] = option("the key's values", default=())
+    metric: str = option("metric_vs_key: the metric on the y axis", default="")
+    unit: str = option("its unit", default="")
+    mark: tuple[str, ...] = option("derivations marked as vertical lines (by id)", default=())
+    logx: bool = option("a logarithmic x axis", default=False)
+    title: str = option("the figure's title", default="")
+    xlabel: str = option("the x axis label (default: the key)", default="")
+    ylabel: str = option("the y axis label (default: the metric)", default="")
+    caption: str = option("shown under the figure", default="")
+
+
+def render(report: Report, o: PlotOptions, at: str) -> list[str]:
+    from stepwall.report.plots import plot_breakdown, plot_latency_throughput, plot_metric_vs_key
+    from stepwall.report.render import IDENT, sweep_value
+    from stepwall.sweep import metric_names
+
+    if not IDENT.fullmatch(o.id) or f"{o.id}.svg" in report.outputs:
+        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    aliases = list(o.scenarios or ([o.scenario] if o.scenario else []))
+    if not aliases:
+        raise report.err(at + "scenarios", "missing", "a list of aliases")
+    for a in aliases:
+        report.alias(a, at + "scenarios")
+    labels = list(o.labels or [report.label(a) for a in aliases])
+    if len(labels) != len(aliases):
+        raise report.err(at + "labels", f"{len(labels)} labels for {len(aliases)} scenarios",
+                         "one label per scenario")  # fmt: skip
+    title = fill(o.title, report.ns, report.where, at + "title")
+    key, values = o.key or None, list(o.values)
+    if o.plot == "breakdown":
+        groups = sorted(
+            {t.group for a in aliases for t in report.models[a].terms},
+            key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else 99, g),
+        )
+        names = [f"group.{g}" for g in groups]
+        bars, stacks = [], []
+        for a, lab in zip(aliases, labels, strict=True):
+            present = [n for n in names if n in metric_names(report.models[a])]
+            if key:
+                data = report.series(a, key, values, present, at + "key")
+                for j, v in enumerate(values):
+                    bars.append(f"{lab}\n{key.split('.')[-1]}={v}")
+                    stacks.append([float(data[n][j]) * 1e3 if n in data else 0.0 for n in names])
+            else:
+                data = report.series(a, None, [], present, at)
+                bars.append(lab)
+                stacks.append([float(data[n][0]) * 1e3 if n in data else 0.0 for n in names])
+        svg = plot_breakdown(bars, groups, stacks, title)
+    elif o.plot == "metric_vs_key":
+        if not o.metric:
+            raise report.err(at + "metric", "missing", "a metric")
+        lines_ = []
+        for a, lab in zip(aliases, labels, strict=True):
+            report.metric(report.models[a], o.metric, at + "metric")
+            scale = unit_scale(o.unit, o.metric, report.where, at + "unit")
+            data = report.series(a, key, values, [o.metric], at + "key")
+            lines_.append((lab, [float(x) / scale for x in data[o.metric]]))
+        marks = []
+        for m in o.mark:
+            ref = f"{m}.value" if "." not in m else m
+            marks.append((m.split(".")[0], float(report.ns.get(ref, report.where, at + "mark"))))
+        ylabel = o.ylabel or o.metric
+        ylabel = f"{ylabel} [{o.unit}]" if o.unit else ylabel
+        svg = plot_metric_vs_key(
+            [float(sweep_value(v)) for v in values], lines_, marks, o.xlabel or key or "",
+            ylabel, title, o.logx,
+        )  # fmt: skip
+    else:
+        pts = []
+        for a, lab in zip(aliases, labels, strict=True):
+            data = report.series(
+                a, key, values, ["tokens_per_s_per_gpu", "tokens_per_s_per_user"], at + "key"
+            )
+            pts.append((lab, list(data["tokens_per_s_per_gpu"]),
+                        list(data["tokens_per_s_per_user"]), [str(v) for v in values]))  # fmt: skip
+        svg = plot_latency_throughput(pts, title, o.xlabel or key or "")
+    report.outputs[f"{o.id}.svg"] = svg
+    lines = [f"![{title or o.id}]({o.id}.svg)"]
+    if o.caption:
+        lines += ["", fill(o.caption.strip(), report.ns, report.where, at + "caption")]
+    return lines
+
+
+BLOCK = BlockKind("plot", "an SVG figure: breakdown, metric against a key, or speed against "
+                  "throughput", PlotOptions, render)  # fmt: skip

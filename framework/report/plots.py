@@ -1,0 +1,145 @@
+"""Report plots as deterministic SVG: fixed fonts, hash salt and metadata, no timestamps.
+matplotlib is imported only when a plot is drawn."""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import numpy as np
+
+_RC = {
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "svg.hashsalt": "stepwall",
+    "svg.fonttype": "none",
+    "path.simplify": False,
+    "axes.prop_cycle": None,
+}
+_COLORS = (
+    "#4c72b0",
+    "#dd8452",
+    "#55a868",
+    "#c44e52",
+    "#8172b3",
+    "#937860",
+    "#da8bc3",
+    "#8c8c8c",
+    "#ccb974",
+    "#64b5cd",
+)
+
+
+def _figure(width: float = 7.0, height: float = 4.0) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from cycler import cycler
+
+    rc: dict[str, Any] = dict(_RC)
+    rc["axes.prop_cycle"] = cycler(color=_COLORS)
+    plt.rcdefaults()
+    params: Any = plt.rcParams  # its stub types keys as a Literal of every rc name
+    params.update(rc)
+    fig, ax = plt.subplots(figsize=(width, height))
+    ax.grid(True, color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    return fig, ax
+
+
+def _svg(fig: Any) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def plot_breakdown(
+    bars: list[str], groups: list[str], stacks: list[list[float]], title: str
+) -> bytes:
+    """Stacked bars of step time (ms) by term group, one bar per scenario or key value; an
+    infeasible configuration (NaN times) gets no bar and the word "infeasible"."""
+    fig, ax = _figure(max(5.0, 1.0 + 0.9 * len(bars)), 4.2)
+    x = np.arange(len(bars))
+    data = np.array(stacks, dtype=float).reshape(len(bars), len(groups))
+    bad = np.isnan(data).any(axis=1)
+    data[bad] = 0.0
+    bottom = np.zeros(len(bars))
+    for j, g in enumerate(groups):
+        h = data[:, j]
+        ax.bar(x, h, 0.6, bottom=bottom, label=g, color=_COLORS[j % len(_COLORS)])
+        bottom += h
+    for xi, total, no in zip(x, bottom, bad, strict=True):
+        ax.text(xi, total, "infeasible" if no else f"{total:.1f}", ha="center", va="bottom",
+                fontsize=8)  # fmt: skip
+    ax.set_xticks(x, bars, fontsize=7)
+    ax.set_ylabel("step time [ms]")
+    top = float(bottom.max()) if len(bars) else 0.0
+    ax.set_ylim(0, top * 1.12 if top > 0 else 1)
+    ax.legend(
+        fontsize=7,
+        ncols=min(len(groups), 6),
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18),
+        frameon=False,
+    )
+    if title:
+        ax.set_title(title)
+    return _svg(fig)
+
+
+def plot_metric_vs_key(
+    xs: list[float],
+    lines: list[tuple[str, list[float]]],
+    marks: list[tuple[str, float]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool,
+) -> bytes:
+    """A metric against a key's values, one line per scenario, derived points marked."""
+    fig, ax = _figure()
+    for label, ys in lines:
+        ax.plot(xs, ys, marker="o", markersize=3.5, label=label)
+    for name, v in marks:
+        ax.axvline(v, color="#444444", linestyle="--", linewidth=0.9)
+        ax.annotate(
+            f"{name} = {v:.3g}",
+            (v, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -12),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return _svg(fig)
+
+
+def plot_latency_throughput(
+    points: list[tuple[str, list[float], list[float], list[str]]], title: str, what: str
+) -> bytes:
+    """Per-user speed against per-GPU throughput as a key (usually concurrency) varies."""
+    fig, ax = _figure()
+    for label, x, y, tags in points:
+        ax.plot(x, y, marker="o", markersize=3.5, label=label)
+        for xi, yi, t in zip(x, y, tags, strict=True):
+            if math.isfinite(xi) and math.isfinite(yi):  # infeasible points are gaps
+                ax.annotate(t, (xi, yi), xytext=(3, 3), textcoords="offset points", fontsize=6)
+    ax.set_xscale("log")
+    ax.set_xlabel("tokens/s per GPU")
+    ax.set_ylabel("tokens/s per user")
+    ax.legend(fontsize=8, title=f"labels: {what}" if what else None, title_fontsize=7)
+    if title:
+        ax.set_title(title)
+    return _svg(fig)

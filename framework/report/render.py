@@ -1,0 +1,328 @@
+"""Reports: a TOML report spec -> REPORT.md, one SVG per plot, one CSV per table.
+
+A report names base scenarios (aliases), then an ordered list of blocks. Each block's
+``kind`` names a block kind from the registry (heading, prose, table, plot, formula,
+derivation, or one a plugin adds) whose options class validates the block's other keys.
+Every number in the output is computed: prose holds placeholders such as
+``{tp8.tokens_per_s_per_user:.0f}`` (`stepwall.report.placeholders`) filled from the
+evaluated models, tables and derivations. Output is byte-deterministic: no timestamps, fixed
+fonts, SVG hash salt and metadata, sorted and relative provenance paths. See docs/reports.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from stepwall import registry as registries
+from stepwall.compiled import DIAGNOSTIC_METRICS, METRICS
+from stepwall.errors import SpecError, did_you_mean
+from stepwall.loader import catalog_root, find_spec_file, read_toml
+from stepwall.model import StepModel, build_model
+from stepwall.options import option, structure_options
+from stepwall.registry import Registry
+from stepwall.report.placeholders import Infeasible, Namespace, fill
+from stepwall.sweep import metric_names, pick, run_sweep
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+FEASIBLE, VIOLATION = "__feasible__", "__violation__"
+
+
+@attrs.frozen
+class ScenarioRef:
+    scenario: str = option("a scenario: catalog name, or a path relative to the report")
+    set: tuple[str, ...] = option("--set overrides for this alias", default=())
+    label: str = option("how tables and plots name it (default: the alias)", default="")
+
+
+@attrs.frozen
+class ReportSpec:
+    """A report spec file: its title, description, aliases and blocks."""
+
+    title: str = option("the report's title (placeholders allowed)")
+    scenarios: dict[str, Any] = option("aliases: ALIAS = scenario, or a table with set, label")
+    description: str = option("a paragraph under the title (placeholders allowed)", default="")
+    name: str = option("the report's name (default: the file's stem)", default="")
+    block: tuple[dict[str, Any], ...] = option("the blocks, in order ([[block]] tables)",
+                                               default=())  # fmt: skip
+
+
+class Report:
+    """One report run: loads the spec, builds the models, renders the blocks."""
+
+    def __init__(
+        self,
+        ref: str | Path,
+        sets: Sequence[str] = (),
+        cwd: Path | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.registry = registry or registries.default()
+        self.cwd = cwd or Path.cwd()
+        self.ref = str(ref)
+        self.path = find_spec_file(self.ref, "reports", where="report", key="", base=self.cwd)
+        self.where = self._display(self.path)
+        doc = read_toml(self.path)
+        self.spec: ReportSpec = structure_options(ReportSpec, doc, self.where)
+        self.sets = list(sets)
+        self.files: set[Path] = {self.path.resolve()}
+        self.models: dict[str, StepModel] = {}
+        self.refs: dict[str, ScenarioRef] = {}
+        self.ns = Namespace()
+        self.derivations: dict[str, Any] = {}
+        self.outputs: dict[str, bytes] = {}
+        self._cache: dict[tuple[Any, ...], dict[str, np.ndarray]] = {}
+        self.name = self.spec.name or self.path.stem
+        self._load_scenarios()
+
+    # ---- helpers for blocks
+
+    def _display(self, p: Path) -> str:
+        p = p.resolve()
+        root = catalog_root().resolve()
+        for base, prefix in ((root, "specs/"), (self.cwd.resolve(), "")):
+            try:
+                return prefix + p.relative_to(base).as_posix()
+            except ValueError:
+                pass
+        return p.name
+
+    def err(self, key: str, problem: str, expected: str = "") -> SpecError:
+        return SpecError(self.where, key, problem, expected)
+
+    def _load_scenarios(self) -> None:
+        if not self.spec.scenarios:
+            raise self.err("scenarios", "missing or empty", "[scenarios.ALIAS] tables")
+        for alias, entry in self.spec.scenarios.items():
+            key = f"scenarios.{alias}"
+            if not IDENT.fullmatch(alias):
+                raise self.err(key, "alias is not an identifier", "letters, digits, _")
+            given = {"scenario": entry} if isinstance(entry, str) else entry
+            if not isinstance(given, dict):
+                raise self.err(key, "not a scenario name or table", "a name or { scenario = … }")
+            ref: ScenarioRef = structure_options(ScenarioRef, given, self.where, key + ".")
+            self.refs[alias] = ref
+            sets = [*ref.set, *self.sets]
+            try:
+                path = find_spec_file(
+                    ref.scenario, "scenarios", where=self.where, key=key, base=self.path.parent
+                )
+                model = build_model(path, sets, self.registry)
+            except SpecError as e:
+                raise self.err(key, f"{e.where}:{e.key}: {e.problem}", e.expected) from None
+            self.models[alias] = model
+            self.track(model)
+            self._publish(alias, model)
+
+    def track(self, model: StepModel) -> None:
+        """Count a model's spec files in the provenance block."""
+        for origin in (model.scenario.origin, *model.scenario.provenance.values()):
+            p = Path(origin)
+            if origin != "--set" and p.is_file():
+                self.files.add(p.resolve())
+
+    def _publish(self, alias: str, model: StepModel) -> None:
+        ev = model.evaluate()
+        s = self.ns.scalars
+        broken = model.violations(ev)
+        for name in metric_names(model):
+            if broken and name not in DIAGNOSTIC_METRICS:
+                s[f"{alias}.{name}"] = Infeasible(
+                    f"scenario {alias} is infeasible ({broken[0].line})"
+                )
+                continue
+            s[f"{alias}.{name}"] = float(np.asarray(pick(model, ev, name), dtype=float))
+        s[f"{alias}.feasible"] = not broken
+        for sym, v in model.values.items():
+            s[f"{alias}.param.{sym.name}"] = float(v)
+        s[f"{alias}.fits"] = bool(ev["memory_bytes_per_gpu"] <= ev["memory_capacity_per_gpu"])
+        s[f"{alias}.name"] = model.scenario.name
+
+    def alias(self, name: Any, key: str) -> StepModel:
+        if name not in self.models:
+            raise self.err(
+                key, f"unknown scenario alias {name!r}", f"one of: {', '.join(self.models)}"
+            )
+        return self.models[name]
+
+    def label(self, alias: str) -> str:
+        return self.refs[alias].label or alias
+
+    def metric(self, model: StepModel, name: Any, key: str) -> str:
+        names = metric_names(model)
+        if not isinstance(name, str) or name not in names:
+            dym = did_you_mean(str(name), names)
+            raise self.err(
+                key,
+                f"unknown metric {name!r}{dym}",
+                "a metric such as tokens_per_s_per_user, group.moe or term.NAME",
+            )
+        return name
+
+    def series(
+        self, alias: str, key: str | None, values: Sequence[Any], metrics: Sequence[str], at: str
+    ) -> dict[str, np.ndarray]:
+        """Metrics of ``alias`` along ``key`` (vectorized through the alias's model), with
+        each point's feasibility; performance metrics of infeasible points are NaN."""
+        cache_key = (alias, key, repr(values), tuple(metrics))
+        if cache_key not in self._cache:
+            self._cache[cache_key] = self._series(alias, key, values, metrics, at)
+        return self._cache[cache_key]
+
+    def _series(
+        self, alias: str, key: str | None, values: Sequence[Any], metrics: Sequence[str], at: str
+    ) -> dict[str, np.ndarray]:
+        model = self.models[alias]
+        if key is None:
+            ev = model.evaluate()
+            out = {m: np.atleast_1d(np.asarray(pick(model, ev, m), dtype=float)) for m in metrics}
+            broken = model.violations(ev)
+            out[FEASIBLE] = np.array([not broken])
+            out[VIOLATION] = np.array([broken[0].line if broken else ""], dtype=object)
+            return _withheld(out)
+        if not isinstance(key, str) or not isinstance(values, list | tuple) or not values:
+            raise self.err(
+                at,
+                "needs a key and a non-empty list of values",
+                'key = "parallel.tp", values = [8, 16]',
+            )
+        ref = self.refs[alias]
+        scen = find_spec_file(ref.scenario, "scenarios", where=self.where, key=at,
+                              base=self.path.parent)  # fmt: skip
+        sets = [s for s in [*ref.set, *self.sets] if s.partition("=")[0].strip() != key]
+        try:
+            res = run_sweep(scen, [(key, list(values))], sets, metrics, registry=self.registry,
+                            model=model)  # fmt: skip
+        except SpecError as e:
+            loc = e.key if e.where in ("--set", "--vary") else f"{e.where}:{e.key}"
+            raise self.err(at, f"{loc}: {e.problem}", e.expected) from None
+        self.track(res.model)
+        out = dict(res.results)
+        out[FEASIBLE] = np.asarray(res.feasible).reshape(-1)
+        out[VIOLATION] = np.asarray(res.violation).reshape(-1)
+        return _withheld(out)
+
+    # ---- rendering
+
+    def render(self) -> str:
+        """The Markdown (derivations choose closed forms by structure, not time, so a slower
+        machine renders the same bytes)."""
+        s = self.spec
+        lines = [f"# {fill(s.title, self.ns, self.where, 'title')}", ""]
+        if s.description:
+            lines += [fill(s.description.strip(), self.ns, self.where, "description"), ""]
+        kinds = self.registry.blocks
+        parsed = []
+        for i, b in enumerate(s.block):
+            at = f"block[{i}]."
+            if not isinstance(b, dict):
+                raise self.err(f"block[{i}]", "not a table", "a [[block]] table")
+            name = b.get("kind")
+            if name not in kinds:
+                dym = did_you_mean(str(name), sorted(kinds))
+                raise self.err(at + "kind", f"unknown block kind {name!r}{dym}" if name else
+                               "missing", f"one of: {', '.join(sorted(kinds))}")  # fmt: skip
+            kind = kinds[name]
+            given = {k: v for k, v in b.items() if k != "kind"}
+            parsed.append((i, kind, kind.prepare(self, given, at), at))
+        # blocks that compute values (tables, derivations) first, so prose can name them
+        rendered: dict[int, list[str]] = {}
+        for i, kind, opts, at in sorted(parsed, key=lambda p: (not p[1].early, p[0])):
+            rendered[i] = kind.render(self, opts, at)
+        for i in range(len(parsed)):
+            lines += [*rendered[i], ""]
+        lines += self._provenance()
+        return "\n".join(lines).rstrip() + "\n"
+
+    def _provenance(self) -> list[str]:
+        lines = ["## Provenance", "", "| spec file | SHA-256 |", "|:---|:---|"]
+        shown = sorted((self._display(p), p) for p in self.files)
+        for name, p in shown:
+            lines.append(f"| `{name}` | `{hashlib.sha256(p.read_bytes()).hexdigest()}` |")
+        lines += ["", "| software | version |", "|:---|:---|"]
+        for dist in ("stepwall", "sympy", "numpy", "matplotlib"):
+            lines.append(f"| {dist} | {_version(dist)} |")
+        used = {name for name, _ in self.registry.pm.list_name_plugin()
+                if name in {n.removeprefix("stepwall.").removeprefix("plugins.").replace(".", "_")
+                            for n in registries.BUILTIN_PLUGINS}}  # fmt: skip
+        for m in self.models.values():
+            used |= {t.plugin for t in m.terms}
+            used |= {self.registry.owner(s, k) for s, k in m.scenario.kinds.items()}
+        for (
+            row
+        ) in self.registry.describe():  # installed plugins the report did not use are left out
+            if row["name"] in used:
+                lines.append(f"| plugin {row['name']} | {row['version']} |")
+        cmd = ["stepwall", "report", self.ref, *(a for s in self.sets for a in ("--set", s))]
+        lines += ["", "Regenerate with:", "", "```", shlex.join(cmd), "```"]
+        return lines
+
+
+def _withheld(series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Performance metrics of infeasible points become NaN (a gap in a plot, "infeasible" in
+    a table); diagnostic metrics (memory, GPUs) keep their values: they say why."""
+    bad = ~series[FEASIBLE].astype(bool)
+    if bad.any():
+        for m, v in series.items():
+            if m not in (FEASIBLE, VIOLATION) and m not in DIAGNOSTIC_METRICS:
+                v = np.array(v, dtype=float)
+                v[bad] = np.nan
+                series[m] = v
+    return series
+
+
+def reason(model: StepModel, violation: str) -> str:
+    """A sweep names the first failing constraint; say what it means."""
+    said = {c.name: c.message for c in model.constraints}
+    return f"{violation}: {said[violation]}" if violation in said else violation
+
+
+def flatten_numbers(d: Any, prefix: str, out: dict[str, Any]) -> None:
+    """Numbers in a nested mapping as ``prefix.a.b`` scalars (derivation details)."""
+    if isinstance(d, Mapping):
+        for k, v in d.items():
+            if IDENT.fullmatch(str(k).replace(".", "_")):
+                flatten_numbers(v, f"{prefix}.{k}", out)
+    elif isinstance(d, int | float) and not isinstance(d, bool):
+        out[prefix] = float(d)
+
+
+def sweep_value(v: Any) -> float:
+    """A plotted x value: numbers as given, unit strings as SI magnitudes."""
+    if isinstance(v, int | float):
+        return float(v)
+    from stepwall.units import parse_quantity
+
+    return parse_quantity(v)[0]
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def default_output(report: Report) -> Path:
+    """Where a report goes without ``-o``: ``out/NAME`` under the working folder."""
+    return Path("out") / report.name
+
+
+def write(report: Report, out: Path) -> list[Path]:
+    """Render REPORT.md, plots and CSVs and write them as the folder ``out``, atomically
+    (built aside, then moved into place); return the files written."""
+    from stepwall.output import write_folder
+
+    text = report.render()
+    return write_folder(out, dict(sorted({"REPORT.md": text.encode(), **report.outputs}.items())))
+
+
+__all__ = ["METRICS", "Report", "ReportSpec", "default_output", "write"]
