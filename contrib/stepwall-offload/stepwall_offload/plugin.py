@@ -4,7 +4,7 @@ Laws (per GPU, per step), with B the routed-expert bytes the step touches (the m
 plugin's ``moe.routed_experts`` op), F its FLOPs and f the resident fraction:
 
 - resident part, from device memory:   t_hbm  = max(f·B / (B_HBM·η_mem), F / (F_peak·η_flop))
-  (the roofline of `stepwall.plugins.gpu`, reused);
+  (`stepwall.laws.roofline`, as kind ``gpu`` uses it);
 - offloaded part, over the host link:  t_link = (1 − f)·B / (B_link·η_link);
 - ``transfer = "overlapped"``: the expert step takes max(t_hbm, t_link) (streaming next
   experts while computing on resident ones); ``"serialized"``: t_hbm + t_link.
@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
-from stepwall.errors import SpecError
+from stepwall.fields import KindSpec, choice, quantity
 from stepwall.hookspecs import hookimpl
-from stepwall.plugins.gpu import Gpu, launch_terms, roofline
-from stepwall.plugins.moe_transformer import ffn_params, shard
-from stepwall.spec import KindSpec, Scenario, choice, quantity
-from stepwall.terms import Op, Term, Workload
+from stepwall.laws import roofline
+from stepwall.scenario import Scenario
+from stepwall.terms import Op, Term, Workload, launch_terms
 
 PLUGIN = "offload"  # the entry-point name: errors and terms name the plugin by it
 KIND = "gpu-offload"
@@ -34,8 +33,9 @@ ROUTED = "moe.routed_experts"  # the op of model kind moe-transformer this plugi
 
 
 @attrs.frozen
-class GpuOffload(Gpu):
-    """Every field of kind ``gpu``, plus where the experts that do not fit live."""
+class Offload:
+    """Where the experts that do not fit live; kind ``gpu-offload`` extends kind ``gpu``
+    with these fields (memory, HBM, FLOPs and launch latency come from ``gpu``)."""
 
     resident_expert_fraction: float = quantity(
         "dimensionless",
@@ -60,29 +60,10 @@ class GpuOffload(Gpu):
     )
 
 
-def host_link_time(bytes_: sp.Expr, resident: sp.Expr, bandwidth: sp.Expr, eff: sp.Expr):
+def host_link_time(bytes_: sp.Expr, resident: sp.Expr, bandwidth: sp.Expr, eff: sp.Expr) -> sp.Expr:
     """Time to stream the non-resident share of ``bytes_`` over the host link:
     t = (1 − f)·B / (B_link·η_link)."""
     return (1 - resident) * bytes_ / (bandwidth * eff)
-
-
-def routed_expert_bytes_per_gpu(scenario: Scenario) -> sp.Expr:
-    """Routed-expert weights one GPU holds when all are resident (model kind moe-transformer):
-    (L − L_d)·(E + R)/N_ep · 3·h·I_e·⌈I_e/N_tp⌉/I_e · b_e."""
-    if scenario.kinds.get("model") != "moe-transformer":
-        raise SpecError(
-            scenario.origin,
-            "hardware.kind",
-            f"plugin {PLUGIN}: kind {KIND!r} needs model kind 'moe-transformer', "
-            f"not {scenario.kinds.get('model')!r}",
-            "model.kind = 'moe-transformer'",
-        )
-    m, par = scenario.params.model, scenario.params.parallel
-    if scenario.model.n_experts == 0:
-        return sp.Integer(0)
-    expert = ffn_params(m.hidden, m.expert_intermediate) * shard(m.expert_intermediate, par.tp)
-    slots = (m.n_experts + par.redundant_experts) / par.ep
-    return (m.n_layers - m.n_dense_layers) * slots * expert * m.expert_bits
 
 
 @hookimpl
@@ -91,16 +72,15 @@ def stepwall_spec_kinds() -> list[KindSpec]:
         KindSpec(
             "hardware",
             KIND,
-            GpuOffload,
+            Offload,
             "a GPU with part of the routed experts in host memory, streamed over a link",
+            extends=("hardware", "gpu"),
         )
     ]
 
 
 @hookimpl
-def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term] | None:
-    if scenario.kinds["hardware"] != KIND:
-        return None
+def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term]:
     hw = scenario.params.hardware
     serialized = scenario.hardware.transfer == "serialized"
 
@@ -118,27 +98,16 @@ def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term
     for op in ops:
         if op.name != ROUTED:
             terms.append(
-                Term(
-                    op.name,
-                    hbm(op, op.bytes),
-                    PLUGIN,
-                    f"roofline of {op.why}",
-                    op.group,
-                    op.overlap,
-                )
+                Term(op.name, hbm(op, op.bytes), PLUGIN, f"roofline of {op.why}",
+                     op.group, op.overlap)  # fmt: skip
             )
             continue
         f = hw.resident_expert_fraction
         link = host_link_time(op.bytes, f, hw.host_link_bandwidth, hw.host_link_efficiency)
+        overlap = op.overlap if serialized else (op.overlap or "host_link")
         terms.append(
-            Term(
-                op.name,
-                hbm(op, f * op.bytes),
-                PLUGIN,
-                f"roofline of the resident share f of {op.why}",
-                op.group,
-                op.overlap if serialized else (op.overlap or "host_link"),
-            )
+            Term(op.name, hbm(op, f * op.bytes), PLUGIN,
+                 f"roofline of the resident share f of {op.why}", op.group, overlap)  # fmt: skip
         )
         terms.append(
             Term(
@@ -148,7 +117,7 @@ def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term
                 "non-resident experts (1 − f) streamed from host memory over the link, "
                 + ("after the HBM reads (serialized)" if serialized else "overlapped (max)"),
                 op.group if serialized else "host_link",
-                op.overlap if serialized else (op.overlap or "host_link"),
+                overlap,
             )
         )
     terms.extend(launch_terms(ops, hw.launch_latency, PLUGIN))
@@ -156,9 +125,9 @@ def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term
 
 
 @hookimpl
-def stepwall_device_memory(scenario: Scenario, workload: Workload) -> sp.Expr | None:
-    if scenario.kinds["hardware"] != KIND:
-        return None
+def stepwall_device_memory(scenario: Scenario, workload: Workload) -> sp.Expr:
+    """Weights + KV, less the routed experts left in host memory: (1 − f)·(routed-expert
+    bytes per GPU, the model plugin's ``weight_parts["routed_experts"]``)."""
     f = scenario.params.hardware.resident_expert_fraction
-    offloaded = (1 - f) * routed_expert_bytes_per_gpu(scenario)
-    return workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu - offloaded
+    routed = workload.weight_parts.get("routed_experts", sp.Integer(0))
+    return workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu - (1 - f) * routed
