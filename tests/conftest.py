@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -12,6 +14,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "writing-plugins.md"
 FILE_BLOCK = re.compile(r"^```\w+ file=(\S+)\n(.*?)^```$", re.M | re.S)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests (and the commands they start) use a compiled-model cache of their own,
+    never the user's: a stale or foreign entry cannot make a test pass or fail."""
+    os.environ["STEPWALL_CACHE_DIR"] = tempfile.mkdtemp(prefix="stepwall-test-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.pop("STEPWALL_CACHE_DIR", ""), ignore_errors=True)
 
 
 def dist_info(site: Path, pyproject: Path) -> None:

@@ -1,0 +1,122 @@
+"""The compiled-model cache: a hit prints the same bytes as a fresh build, values never come
+from the cache, a broken entry is a miss, concurrent writers leave it readable, and models of
+plugins whose code cannot be identified are not cached."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from stepwall import compiled
+from stepwall.testing import registry
+from stepwall.validation import load_scenario
+
+SCENARIO = "k26-b300-tp8-ddtree"
+
+
+def _eval(cache: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "STEPWALL_CACHE_DIR": str(cache)}
+    return subprocess.run(
+        [sys.executable, "-m", "stepwall.cli", "eval", *argv],
+        capture_output=True, text=True, env=env, check=False, cwd=ROOT,
+    )  # fmt: skip
+
+
+def _entries(cache: Path) -> list[dict]:
+    files = sorted(cache.glob("model-*.json"))
+    return [e for f in files for e in json.loads(f.read_text())]
+
+
+def test_a_hit_prints_what_a_fresh_build_prints(tmp_path: Path) -> None:
+    fresh = _eval(tmp_path, SCENARIO, "--no-cache")
+    assert fresh.returncode == 0, fresh.stderr
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())  # --no-cache writes nothing
+    first = _eval(tmp_path, SCENARIO)
+    assert len(_entries(tmp_path)) == 1
+    second = _eval(tmp_path, SCENARIO)
+    assert fresh.stdout == first.stdout == second.stdout
+    assert len(_entries(tmp_path)) == 1  # the hit did not add an entry
+
+
+def test_values_come_from_the_scenario_not_the_cache(tmp_path: Path) -> None:
+    _eval(tmp_path, SCENARIO)
+    sets = ["--set", "hardware.hbm_bandwidth=4TB/s", "--json"]
+    cached = json.loads(_eval(tmp_path, SCENARIO, *sets).stdout)
+    fresh = json.loads(_eval(tmp_path, SCENARIO, *sets, "--no-cache").stdout)
+    base = json.loads(_eval(tmp_path, SCENARIO, "--json").stdout)
+    assert cached == fresh
+    assert cached["step_time_s"] > base["step_time_s"]  # half the bandwidth is slower
+    assert len(_entries(tmp_path)) == 1  # a number is not part of the shape
+
+
+def test_a_structural_value_gets_its_own_entry(tmp_path: Path) -> None:
+    _eval(tmp_path, SCENARIO)
+    tp16 = _eval(tmp_path, SCENARIO, "--set", "parallel.tp=16", "--json")
+    assert len(_entries(tmp_path)) == 1  # TP is a symbol of the model, not of its shape
+    cached = _eval(tmp_path, SCENARIO, "--set", "model.n_dense_layers=3", "--json")
+    fresh = _eval(tmp_path, SCENARIO, "--set", "model.n_dense_layers=3", "--json", "--no-cache")
+    assert cached.returncode == 0, cached.stderr
+    assert json.loads(cached.stdout) == json.loads(fresh.stdout) != json.loads(tp16.stdout)
+    # the dense/MoE layer split decides which terms exist: another entry, same shape file
+    assert len(_entries(tmp_path)) == 2
+
+
+def test_a_broken_entry_is_a_miss(tmp_path: Path) -> None:
+    good = _eval(tmp_path, SCENARIO)
+    for f in tmp_path.glob("model-*.json"):
+        f.write_text('[{"format": 3, "reads": {}, "model": {"source": "raise')
+    again = _eval(tmp_path, SCENARIO)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == good.stdout
+    assert len(_entries(tmp_path)) == 1  # rewritten whole
+
+
+def test_concurrent_writers_leave_a_readable_cache(tmp_path: Path) -> None:
+    env = {**os.environ, "STEPWALL_CACHE_DIR": str(tmp_path)}
+    argv = [sys.executable, "-m", "stepwall.cli", "eval", SCENARIO, "--set"]
+    runs = [
+        subprocess.Popen(
+            [*argv, f"model.n_dense_layers={n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for n in (1, 2, 1, 2)
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err
+    assert {e["format"] for e in _entries(tmp_path)} == {compiled.FORMAT}
+    assert not list(tmp_path.glob(".model-*.tmp"))  # no half-written file left behind
+
+
+def test_a_plugin_without_a_module_file_is_not_cached(tmp_path, monkeypatch) -> None:
+    from stepwall.hookspecs import hookimpl
+
+    class Fixed:  # defined here: its code has no file the cache could key on
+        @hookimpl
+        def stepwall_fixed_terms(self, scenario, workload, decoding):
+            return []
+
+    monkeypatch.setenv("STEPWALL_CACHE_DIR", str(tmp_path))
+    reg = registry(Fixed())
+    assert compiled.code_identity(reg) is None
+    compiled.compile_scenario(load_scenario(SCENARIO, reg.kinds), reg)
+    assert not list(tmp_path.glob("model-*.json"))
+    builtins = registry()
+    compiled.compile_scenario(load_scenario(SCENARIO, builtins.kinds), builtins)
+    assert len(list(tmp_path.glob("model-*.json"))) == 1
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_no_cache_environment_variable(tmp_path: Path, monkeypatch, value: str) -> None:
+    monkeypatch.setenv("STEPWALL_NO_CACHE", value)
+    assert compiled.cache_dir() is None
