@@ -43,7 +43,7 @@ from stepwall.constraints import Violation, composer_constraints, violation
 from stepwall.errors import PluginError, SpecError
 from stepwall.registry import Registry
 from stepwall.scenario import Scenario
-from stepwall.symbols import Parameter, constants_in
+from stepwall.symbols import Parameter, constants_in, for_lambdify, rebuild
 from stepwall.terms import Constraint, Decoding, Layout, Term, Workload
 from stepwall.validation import load_scenario
 
@@ -144,9 +144,8 @@ class StepModel:
     def substituted(self, expr: sp.Expr, free: Iterable[sp.Symbol] = ()) -> sp.Expr:
         """``expr`` with every parameter but ``free`` replaced by its value (no simplify)."""
         keep = set(free)
-        return expr.xreplace(
-            {s: sp.Float(v, 6) for s, v in self.scenario.values.items() if s not in keep}
-        )
+        values = {s: sp.Float(v, 6) for s, v in self.scenario.values.items() if s not in keep}
+        return rebuild(expr, values)
 
     def group_times(self, evaluated: Mapping[str, Any] | None = None) -> dict[str, float]:
         """Seconds per term group (moe, attention, comm, base, spec), summed over terms."""
@@ -161,13 +160,14 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
     exprs = [model.metrics[m] for m in METRICS] + [t.expr for t in model.terms]
     exprs += [e for op in model.workload.ops for e in (op.bytes, op.flops)]
     exprs += [c.relation for c in model.constraints]
+    names, renamed = for_lambdify(params, exprs)
     if model.shared:  # the numpy form exists: add the plain-Python one
         base = model.shared[0]
         fn, source, imports = base.function(), base.source, base.imports
     else:
-        fn = sp.lambdify(params, exprs, modules="numpy", cse=True)
+        fn = sp.lambdify(names, renamed, modules="numpy", cse=True)
         source, imports = inspect.getsource(fn), extra_imports(fn)
-    one = sp.lambdify(params, exprs, modules="math", cse=True) if scalar else None
+    one = sp.lambdify(names, renamed, modules="math", cse=True) if scalar else None
     return CompiledModel(
         tuple(s.name for s in params),
         {s.name: float(s.value) for s in params if s.value is not None},

@@ -11,12 +11,13 @@ expressions use.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import sympy as sp
 
-from stepwall.units import Dim, dimension_of, parse_quantity
+from stepwall.dimensions import dimension_of
+from stepwall.units import Dim, parse_quantity
 
 _PATH = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*")
 
@@ -97,3 +98,85 @@ def latex_names(exprs: Iterable[sp.Basic]) -> dict[sp.Symbol, str]:
             if isinstance(s, Parameter):
                 out[s] = s.latex
     return out
+
+
+def rebuild(
+    expr: sp.Basic,
+    leaves: Mapping[sp.Basic, sp.Basic],
+    node: Callable[[sp.Basic, tuple[sp.Basic, ...]], sp.Basic | None] | None = None,
+) -> sp.Basic:
+    """``expr`` with atoms replaced per ``leaves`` (as ``xreplace``) and, bottom-up, each node
+    offered to ``node(original, new_args)`` (None keeps the usual rebuild).
+
+    Min and Max are rebuilt without sympy's pairwise comparison of their arguments (about
+    10 ms a node on step-time expressions, most of the time a derivation took) unless all
+    arguments are numbers; a Min/Max the laws built is already free of redundant arguments.
+    Shared subtrees are rebuilt once."""
+    memo: dict[sp.Basic, sp.Basic] = {}
+
+    def walk(e: sp.Basic) -> sp.Basic:
+        hit = memo.get(e)
+        if hit is not None:
+            return hit
+        if not e.args:
+            out = leaves.get(e, e)
+        else:
+            args = tuple(walk(a) for a in e.args)
+            made = node(e, args) if node is not None else None
+            if made is not None:
+                out = made
+            elif args == e.args:
+                out = e
+            elif isinstance(e, sp.Min | sp.Max) and not all(a.is_number for a in args):
+                out = _min_max(e.func, args)
+            else:
+                out = e.func(*args)
+        memo[e] = out
+        return out
+
+    return walk(sp.sympify(expr))
+
+
+def _min_max(func: Any, args: tuple[sp.Basic, ...]) -> sp.Basic:
+    """Min/Max of ``args`` without sympy's pairwise analysis: nested and repeated arguments
+    once, and an argument dropped where another wins by structure alone: a larger positive
+    multiple of it (the two sides of a roofline that scale alike, c₁·X vs c₂·X), or a
+    difference whose collected terms are all positive (c·X + d vs c'·X + d')."""
+    flat = list(dict.fromkeys(b for a in args for b in (a.args if a.func == func else (a,))))
+    keep = list(flat)
+    for a in flat:
+        for b in keep:
+            if b is a or a not in keep:
+                continue
+            ratio = b / a
+            if ratio.is_number:
+                wins = (
+                    ratio.is_positive
+                    and a.is_positive
+                    and (ratio >= 1 if func is sp.Max else ratio <= 1)
+                )
+            else:  # b − a collects to terms of one sign: c·X + d vs c'·X + d'
+                gap = b - a if func is sp.Max else a - b
+                wins = isinstance(gap, sp.Add) and all(t.is_positive for t in gap.args)
+            if wins:
+                keep.remove(a)
+    if len(keep) == 1:
+        return keep[0]
+    return func(*keep, evaluate=False)
+
+
+def for_lambdify(params: Sequence[sp.Symbol], exprs: Any) -> tuple[list[sp.Symbol], Any]:
+    """``params`` renamed to valid Python identifiers (``_p0``, ``_p1``, …) and ``exprs`` (one
+    or a list) rewritten in them by `rebuild`. ``lambdify`` would rename dotted names itself
+    with a plain ``xreplace``, re-analysing every Min/Max."""
+    names = [sp.Symbol(f"_p{i}") for i in range(len(params))]
+    rename = dict(zip(params, names, strict=True))
+    if isinstance(exprs, list | tuple):
+        return names, [rebuild(e, rename) for e in exprs]
+    return names, rebuild(exprs, rename)
+
+
+def safe_lambdify(params: Sequence[sp.Symbol], exprs: Any, modules: str, **kw: Any) -> Any:
+    """``sp.lambdify(params, exprs, modules)`` through `for_lambdify`."""
+    names, renamed = for_lambdify(params, exprs)
+    return sp.lambdify(names, renamed, modules=modules, **kw)

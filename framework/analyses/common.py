@@ -31,6 +31,7 @@ import sympy as sp
 from stepwall.analyses.result import Derivation
 from stepwall.compiled import METRICS
 from stepwall.errors import SpecError
+from stepwall.symbols import rebuild, safe_lambdify
 from stepwall.units import DIMENSIONLESS
 
 if TYPE_CHECKING:
@@ -123,10 +124,13 @@ def metric_expr(model: StepModel, metric: str) -> sp.Expr:
 def relax(expr: sp.Expr) -> sp.Expr:
     """ceiling(x) -> Max(x, 1) and floor(x) -> x: uneven shards made continuous, but no rank
     holds less than one unit (a head, a user) of a ceiling'd count."""
-    return expr.replace(
-        lambda e: isinstance(e, sp.ceiling | sp.floor),
-        lambda e: sp.Max(e.args[0], 1) if isinstance(e, sp.ceiling) else e.args[0],
-    )
+
+    def node(e: sp.Basic, args: tuple[sp.Basic, ...]) -> sp.Basic | None:
+        if isinstance(e, sp.ceiling):
+            return sp.Max(args[0], 1, evaluate=not args[0].free_symbols)
+        return args[0] if isinstance(e, sp.floor) else None
+
+    return rebuild(expr, {}, node)
 
 
 def number(expr: sp.Expr, vals: Mapping[sp.Symbol, float]) -> float:
@@ -181,7 +185,7 @@ def signature_fn(expr: sp.Expr, sym: sp.Symbol) -> Callable[[np.ndarray], np.nda
         else:
             kinds.append(("min" if isinstance(node, sp.Min) else "max", len(node.args)))
             flat += list(node.args)
-    compiled = sp.lambdify(sym, flat, "numpy", cse=True) if flat else None
+    compiled = safe_lambdify([sym], flat, "numpy", cse=True) if flat else None
 
     def sig(x: np.ndarray) -> np.ndarray:
         x = np.atleast_1d(np.asarray(x, dtype=float))
@@ -418,7 +422,7 @@ def resolution_note(choices: Sequence[str], where: str) -> str:
 
 
 def lambdify1(expr: sp.Expr, sym: sp.Symbol) -> Callable[[Any], Any]:
-    fn: Callable[[Any], Any] = sp.lambdify(sym, expr, "numpy")
+    fn: Callable[[Any], Any] = safe_lambdify([sym], expr, "numpy")
     return fn
 
 
