@@ -293,12 +293,13 @@ class Plan:
                     out[m][rows] = np.broadcast_to(np.asarray(pick(num, ev, m), dtype=float), (n,))
                 good = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), (n,))
                 ok[rows] = good
-                names = np.full(n, "", dtype=object)
-                for c in num.constraints:
+                code = np.zeros(n, dtype=np.intp)  # 0: holds, j: the j-th name below
+                for j, c in enumerate(num.constraints, 1):
                     holds = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), (n,))
-                    names[(names == "") & ~holds] = c.name
-                names[(names == "") & ~good] = "finite"
-                first[rows] = names
+                    code[(code == 0) & ~holds] = j
+                code[(code == 0) & ~good] = len(num.constraints) + 1
+                names = ["", *(c.name for c in num.constraints), "finite"]
+                first[rows] = np.asarray(names, dtype=object)[code]
             done += idx.size
             if progress:
                 progress(done, self.total)

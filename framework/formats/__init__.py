@@ -10,8 +10,10 @@ that declares text, json, csv, markdown and parquet (the last needs pyarrow:
 
 from __future__ import annotations
 
+import collections
 import csv
 import io
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
@@ -21,7 +23,7 @@ import attrs
 from stepwall.errors import SpecError
 from stepwall.hookspecs import hookimpl
 
-__all__ = ["Column", "Format", "Table", "format_for"]
+__all__ = ["Column", "Format", "Table", "format_for", "write_json"]
 
 
 @attrs.frozen
@@ -101,27 +103,107 @@ def _short(v: Any, kind: str) -> str:
 
 
 def _csv(table: Table, out: IO[str]) -> None:
-    """Comma-separated, a header with units, numbers to 10 significant digits (integers as
-    integers); written chunk by chunk with one format string per row, fast enough for
-    millions of rows."""
-    import numpy as np
-
+    """Comma-separated, a header with units, numbers as ``%.10g`` (integers as integers).
+    Written chunk by chunk; a table of several chunks is formatted by worker processes
+    (where the platform forks) while the next chunk is computed, in order, so the bytes are
+    those of a serial run."""
     w = csv.writer(out, lineterminator="\n")
     w.writerow([c.header for c in table.columns])
-    row = ",".join({"int": "%d", "float": "%.10g"}.get(c.kind, "%s") for c in table.columns)
-    row += "\n"
-    for chunk in table.chunks():
-        cols = []
-        for v, c in zip(chunk, table.columns, strict=True):
-            if c.kind == "bool":
-                cols.append(["true" if b else "false" for b in np.asarray(v, dtype=bool).tolist()])
-            elif c.kind == "text":
-                cols.append([_csv_text(x) for x in v])
-            elif c.kind == "int":
-                cols.append(np.asarray(v).astype(np.int64).tolist())
-            else:
-                cols.append(np.asarray(v, dtype=float).tolist())
-        out.write("".join(map(row.__mod__, zip(*cols, strict=True))))
+    kinds = tuple(c.kind for c in table.columns)
+    chunks = table.chunks()
+    first = next(chunks, None)
+    if first is None:
+        return
+    second = next(chunks, None)
+    if second is None:  # one chunk: no workers
+        out.write(csv_rows(kinds, first))
+        return
+    pool = _formatting_pool()
+    if pool is None:
+        for chunk in itertools.chain([first, second], chunks):
+            out.write(csv_rows(kinds, chunk))
+        return
+    with pool:
+        pending: collections.deque[Any] = collections.deque()
+        for chunk in itertools.chain([first, second], chunks):
+            arrays = [_array(c) for c in chunk]
+            for at in range(0, len(arrays[0]), _PIECE):  # small pieces: little memory each
+                piece = [a[at : at + _PIECE] for a in arrays]
+                pending.append(pool.submit(csv_rows, kinds, piece))
+                if len(pending) > 2 * _WORKERS:
+                    out.write(pending.popleft().result())
+        while pending:
+            out.write(pending.popleft().result())
+
+
+_WORKERS = 2
+_PIECE = 50_000  # rows a worker formats at a time
+
+
+def _formatting_pool() -> Any:
+    """Worker processes for CSV text, or None where processes cannot fork (the workers then
+    would re-import everything) or there is one CPU."""
+    import multiprocessing
+    import os
+    import signal
+    from concurrent.futures import ProcessPoolExecutor
+
+    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return ProcessPoolExecutor(
+        _WORKERS,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=signal.signal,  # Ctrl-C is the parent's to report, once
+        initargs=(signal.SIGINT, signal.SIG_IGN),
+    )
+
+
+def _array(column: Any) -> Any:
+    import numpy as np
+
+    return column if isinstance(column, np.ndarray) else np.asarray(column, dtype=object)
+
+
+def csv_rows(kinds: Sequence[str], chunk: Sequence[Any]) -> str:
+    """One chunk as CSV lines: one %-template per row; a column with few distinct values
+    (a sweep axis, bools, constraint names) is formatted once per value."""
+    import numpy as np
+
+    cols, template = [], []
+    for v, kind in zip(chunk, kinds, strict=True):
+        arr = np.asarray(v, dtype=object if kind == "text" else None)
+        if kind == "text":
+            cells = arr.tolist()
+            escaped = {x: _csv_text(x) for x in set(cells)}
+            cols.append(list(map(escaped.__getitem__, cells)))
+            template.append("%s")
+        elif kind == "bool" or _repeats(arr):
+            values, where = np.unique(arr, return_inverse=True)
+            text = np.array([_csv_cell(x, kind) for x in values.tolist()], dtype=object)
+            cols.append(text[where.ravel()].tolist())
+            template.append("%s")
+        elif kind == "int":
+            cols.append(arr.astype(np.int64).tolist())
+            template.append("%d")
+        else:
+            cols.append(arr.astype(float).tolist())
+            template.append("%.10g")
+    row = ",".join(template) + "\n"
+    return "".join(map(row.__mod__, zip(*cols, strict=True)))
+
+
+def _repeats(arr: Any) -> bool:
+    """Few distinct values (a sweep axis): formatting each once pays."""
+    n = arr.size
+    return (
+        n >= 1000 and arr.dtype.kind in "fiu" and len(set(arr[:: max(1, n // 2000)].tolist())) <= 64
+    )
+
+
+def _csv_cell(x: Any, kind: str) -> str:
+    if kind == "bool":
+        return "true" if x else "false"
+    return f"{int(x):d}" if kind == "int" else f"{float(x):.10g}"
 
 
 def _csv_text(x: Any) -> str:
@@ -139,7 +221,7 @@ def _markdown(table: Table, out: IO[str]) -> None:
         out.write("| " + " | ".join(cells) + " |\n")
 
 
-def _json(obj: Any, out: IO[str]) -> None:
+def write_json(obj: Any, out: IO[str]) -> None:
     """One JSON document: a table as {"columns", "units", "rows"}, a document as is."""
     if isinstance(obj, Table):
         if obj.document is not None:
@@ -213,7 +295,7 @@ def _parquet(table: Table, out: IO[bytes]) -> None:
 def stepwall_formats() -> list[Format]:
     return [
         Format("text", "aligned columns for a terminal", (".txt",), _text, documents=True),
-        Format("json", "one JSON document", (".json",), _json, documents=True),
+        Format("json", "one JSON document", (".json",), write_json, documents=True),
         Format("csv", "comma-separated values, a header with units", (".csv",), _csv),
         Format("markdown", "a Markdown table", (".md",), _markdown),
         Format("parquet", "Apache Parquet (needs pyarrow)", (".parquet",), _parquet, binary=True),
