@@ -11,11 +11,12 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from stepwall import registry as registries
 from stepwall.errors import SpecError, StepwallError
-from stepwall.registry import Registry
+
+if TYPE_CHECKING:
+    from stepwall.registry import Registry
 
 EPILOG = """\
 examples:
@@ -35,8 +36,8 @@ A SCENARIO is a catalog name (see specs/scenarios/) or a path to a .toml file.
 (bare text works too: --set hardware.hbm_bandwidth=9TB/s).
 """
 
-Command = Callable[[argparse.Namespace, Registry], int]
-Setup = Callable[[argparse.ArgumentParser, Registry], None]
+Command = Callable[[argparse.Namespace, "Registry"], int]
+Setup = Callable[[argparse.ArgumentParser, "Registry"], None]
 COMMANDS: dict[str, tuple[Command, Setup, str, str]] = {}
 
 
@@ -147,6 +148,10 @@ def cmd_eval(ns: argparse.Namespace, registry: Registry) -> int:
             model.check()
         violations = model.violations(ev)
     doc = summary(scenario, numeric, violations, ev)
+    if not violations and not ns.no_cache and registry.is_default:
+        from stepwall import point_cache
+
+        point_cache.remember(ns.scenario, ns.sets, scenario, numeric)
     if ns.format in (None, "text"):
         print(render_breakdown(doc))
     elif ns.format == "json":
@@ -535,8 +540,17 @@ def parser(registry: Registry, only: str | None = None) -> argparse.ArgumentPars
 def main(argv: Sequence[str] | None = None, registry: Registry | None = None) -> int:
     _WARNED.clear()  # each run warns about each value once
     try:
-        registry = registry or registries.default()
         args = list(sys.argv[1:] if argv is None else argv)
+        if registry is None and args[:1] == ["eval"]:  # an unchanged eval: from the cache
+            from stepwall import point_cache
+
+            code = point_cache.run(args[1:])
+            if code is not None:
+                return code
+        if registry is None:
+            from stepwall import registry as registries
+
+            registry = registries.default()
         named = next((a for a in args if not a.startswith("-")), None)
         p = parser(registry, named if named in COMMANDS else None)
         try:

@@ -16,12 +16,17 @@ are safe; ``STEPWALL_NO_CACHE=1`` or ``--no-cache`` turns the cache off.
 
 from __future__ import annotations
 
-import hashlib
+import base64
+import contextlib
+import functools
 import importlib
 import json
+import marshal
 import math
 import os
+import sys
 import tempfile
+import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,7 +69,7 @@ DIAGNOSTIC_METRICS = frozenset(
     {"gpus", "memory_bytes_per_gpu", "memory_capacity_per_gpu", "weight_bytes_per_gpu",
      "kv_bytes_per_gpu"}
 )  # fmt: skip
-FORMAT = 3  # the layout of a cache entry; bump when it changes
+FORMAT = 4  # the layout of a cache entry; bump when it changes
 
 
 @attrs.frozen
@@ -108,16 +113,29 @@ class CompiledModel:
     scalar_source: str = ""  # the same outputs for one point, in plain Python (no numpy)
     scalar_imports: tuple[tuple[str, str], ...] = ()
     _fn: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    # marshalled code objects of the sources ("numpy", "math"), kept in the disk cache so a
+    # fresh process does not compile the source again (only for this Python's bytecode)
+    _code: dict[str, bytes] = attrs.field(factory=dict, eq=False, repr=False)
+
+    def _compiled(self, key: str) -> Any:
+        if key in self._code:
+            return marshal.loads(self._code[key])
+        source = self.scalar_source if key == "math" else self.source
+        code = compile(source, f"<stepwall model ({key})>", "exec")
+        self._code[key] = marshal.dumps(code)
+        return code
 
     def function(self, scalar: bool = False) -> Any:
         """The compiled function: numpy (vectorized) or, for one point, plain Python."""
         key = "math" if scalar else "numpy"
         if key not in self._fn:
-            namespace = dict(_lambdify_namespace(key))
+            code = self._compiled(key)
+            namespace = _math_namespace(code) if scalar else None
+            if namespace is None:  # what sympy gives a lambdified function
+                namespace = dict(_lambdify_namespace(key))
             for module, name in self.scalar_imports if scalar else self.imports:
                 namespace[name] = getattr(importlib.import_module(module), name)
-            source = self.scalar_source if scalar else self.source
-            exec(compile(source, f"<stepwall model ({key})>", "exec"), namespace)
+            exec(code, namespace)
             self._fn[key] = namespace["_lambdifygenerated"]
         return self._fn[key]
 
@@ -189,7 +207,15 @@ class CompiledModel:
             "imports": [list(i) for i in self.imports],
             "scalar_source": self.scalar_source,
             "scalar_imports": [list(i) for i in self.scalar_imports],
+            "code": self._code_json(),
         }
+
+    def _code_json(self) -> dict[str, str]:
+        out = {"tag": sys.implementation.cache_tag or ""}
+        for key in ("numpy", "math") if self.scalar_source else ("numpy",):
+            self._compiled(key)
+            out[key] = base64.b64encode(self._code[key]).decode()
+        return out
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> CompiledModel:
@@ -204,6 +230,11 @@ class CompiledModel:
             tuple((m, n) for m, n in doc["imports"]),
             doc["scalar_source"],
             tuple((m, n) for m, n in doc["scalar_imports"]),
+            code=(
+                {k: base64.b64decode(v) for k, v in doc["code"].items() if k != "tag"}
+                if doc.get("code", {}).get("tag") == sys.implementation.cache_tag
+                else {}
+            ),
         )
 
 
@@ -218,6 +249,28 @@ def extra_imports(fn: Any, module: str = "numpy") -> tuple[tuple[str, str], ...]
     return tuple(out)
 
 
+def _math_namespace(code: Any) -> dict[str, Any] | None:
+    """The globals a plain-Python model function needs, from the math module (as sympy's
+    "math" lambdify gives them; other names are builtins), without importing sympy; None
+    when it names anything else."""
+    import builtins
+
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack += [k for k in c.co_consts if hasattr(k, "co_names")]
+    namespace: dict[str, Any] = {}
+    for name in names - {"_lambdifygenerated"}:
+        if hasattr(math, name):
+            namespace[name] = getattr(math, name)
+        elif not hasattr(builtins, name):
+            return None
+    return namespace
+
+
+@functools.cache
 def _lambdify_namespace(module: str) -> dict[str, Any]:
     """The globals sympy gives a function it lambdifies for ``module`` ("numpy": ``ceil``,
     ``select``, …; "math"), for running cached source in a fresh process."""
@@ -241,21 +294,25 @@ class ModelCache:
     """Compiled models on disk, one file per shape, each listing the structural values it
     was built for. A broken or unreadable entry is a miss, never an error."""
 
-    def __init__(self, root: Path | None) -> None:
-        self.root = root
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
 
     def _file(self, shape: str) -> Path | None:
-        return None if self.root is None else self.root / f"model-{shape}.json"
+        return cache_file("model", shape) if self.enabled else None
 
     def get(self, shape: str, reads: Mapping[str, Any]) -> CompiledModel | None:
+        """The model compiled for ``shape`` (the text of `shape_text`) and these structural
+        values, if any process stored one."""
         path = self._file(shape)
         if path is None or not path.is_file():
             return None
         try:
             entries = json.loads(path.read_text(encoding="utf-8"))
             for entry in entries:
-                if entry["format"] == FORMAT and all(
-                    reads.get(k) == v for k, v in entry["reads"].items()
+                if (
+                    entry["format"] == FORMAT
+                    and entry["shape"] == shape
+                    and all(reads.get(k) == v for k, v in entry["reads"].items())
                 ):
                     return CompiledModel.from_json(entry["model"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -270,21 +327,45 @@ class ModelCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 entries = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                entries = [e for e in entries if e.get("shape") == shape]
+            except (OSError, ValueError, AttributeError):
                 entries = []
             entries = [e for e in entries if e.get("reads") != dict(reads)][-15:]
-            entries.append({"format": FORMAT, "reads": dict(reads), "model": model.to_json()})
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".model-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(entries, f)
-            os.replace(tmp, path)
+            entries.append(
+                {"format": FORMAT, "shape": shape, "reads": dict(reads), "model": model.to_json()}
+            )
+            write_json(path, entries)
         except OSError:
             return  # a cache that cannot be written is only slower
 
 
-def shape_digest(parts: Sequence[Any]) -> str:
-    """A stable hash of a model's shape (kinds, choices, flags, plugins and their code)."""
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+def write_json(path: Path, doc: Any) -> None:
+    """``doc`` as JSON at ``path``, atomically (a temporary file renamed into place), so
+    concurrent writers and readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def cache_file(prefix: str, key: str) -> Path | None:
+    """The cache file for ``key`` (a short name from its checksums; the entry keeps the
+    whole key to compare), or None when the cache is off."""
+    root = cache_dir()
+    if root is None:
+        return None
+    raw = key.encode()
+    return root / f"{prefix}-{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}.json"
+
+
+def shape_text(parts: Sequence[Any]) -> str:
+    """A model's shape (kinds, choices, flags, plugins and their code) as stable text."""
+    return json.dumps(parts, sort_keys=True, default=str)
 
 
 # ---------------------------------------------------------------- scenarios
@@ -311,17 +392,17 @@ def compile_scenario(
 
     registry = registry or registries.default()
     code = code_identity(registry) if cache else None
-    store = ModelCache(cache_dir() if code is not None else None)
-    digest = shape_digest([repr(shape_key(scenario)), *(code or [])])
+    store = ModelCache(code is not None)
+    shape = shape_text([repr(shape_key(scenario)), *(code or [])])
     reads = {p: _jsonable(value_of(scenario, p)) for p in scenario.numeric_paths()}
-    found = store.get(digest, reads)
+    found = store.get(shape, reads)
     if found is not None and (found.scalar_source or not scalar):
         return found
     from stepwall.model import build_model, compile_model
 
     model = build_model(scenario, registry=registry)
     numeric = compile_model(model, scalar=True) if scalar else model.numeric
-    store.put(digest, {p: reads[p] for p in numeric.structural_keys}, numeric)
+    store.put(shape, {p: reads[p] for p in numeric.structural_keys}, numeric)
     return numeric
 
 
@@ -333,26 +414,59 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def code_identity(registry: Registry) -> list[Any] | None:
-    """What a compiled model's code depends on besides the spec: each plugin (name, version,
-    and the size and modification time of its module file) and stepwall's own files. None
-    when a plugin is not a module with a file (a class or instance made in a test or a
-    notebook): its code cannot be identified, so its models are not cached."""
+def code_identity(registry: Registry | None = None) -> list[Any] | None:
+    """What a compiled model depends on besides the spec: the Python version, the size and
+    modification time of stepwall's sources (core and built-in plugins), and each installed
+    plugin (unless autoload is off) with its version and the sources beside its module. With
+    a ``registry``, its other plugins too. None when a plugin is not a module with a file (a
+    class or instance made in a test or a notebook): its code cannot be identified, so its
+    models are not cached. Needs no plugin imported."""
+    import importlib.metadata
+    import importlib.util
     import types
 
-    out: list[Any] = list(registry.versions())
-    files = sorted(Path(__file__).resolve().parent.glob("**/*.py"))
-    for _, plugin in sorted(registry.pm.list_name_plugin(), key=lambda np_: np_[0]):
-        f = getattr(plugin, "__file__", None)
-        if not isinstance(plugin, types.ModuleType) or not f:
-            return None
-        files.append(Path(f))
-    for f in files:
-        try:
-            st = f.stat()
-            out.append((str(f), st.st_size, st.st_mtime_ns))
-        except OSError:
-            out.append((str(f), None))
+    from stepwall.hookspecs import DISABLE_ENV, ENTRY_POINT_GROUP
+
+    here = Path(__file__).resolve().parent
+    builtin = importlib.util.find_spec("stepwall.plugins")
+    folders = {here} | ({Path(builtin.origin).parent} if builtin and builtin.origin else set())
+    out: list[Any] = [sys.implementation.cache_tag, sys.version]
+    if not os.environ.get(DISABLE_ENV):
+        for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)):
+            out.append((ep.name, ep.value, ep.dist.version if ep.dist else ""))
+            try:
+                spec = importlib.util.find_spec(ep.value.split(":")[0])
+            except (ImportError, ValueError):
+                return None
+            if spec is None or not spec.origin:
+                return None
+            folders.add(Path(spec.origin).resolve().parent)
+    if registry is not None:
+        for name, plugin in sorted(registry.pm.list_name_plugin(), key=lambda np_: np_[0]):
+            f = getattr(plugin, "__file__", None)
+            if not isinstance(plugin, types.ModuleType) or not f:
+                return None
+            out.append(name)
+            folders.add(Path(f).resolve().parent)
+    for folder in sorted(folders):
+        out += sorted(_sources(folder))
+    return out
+
+
+def _sources(folder: Path) -> list[tuple[str, int, int]]:
+    """(path, size, mtime) of the .py files in ``folder`` and its package subfolders."""
+    out = []
+    with os.scandir(folder) as entries:
+        for e in entries:
+            if e.name.endswith(".py") and e.is_file():
+                st = e.stat()
+                out.append((e.path, st.st_size, st.st_mtime_ns))
+            elif (
+                e.is_dir()
+                and not e.name.startswith((".", "__"))
+                and os.path.exists(os.path.join(e.path, "__init__.py"))
+            ):
+                out += _sources(Path(e.path))
     return out
 
 
@@ -376,6 +490,27 @@ def value_of(scenario: Scenario, path: str) -> Any:
     return getattr(scenario.sections[section], name, None) if section in scenario.sections else None
 
 
+def scenario_info(scenario: Scenario) -> dict[str, Any]:
+    """What an eval summary says about the scenario itself: name, overrides, and each
+    cited parameter with its value, unit, file and source (plain data, kept by
+    `stepwall.point_cache`)."""
+    by_path = {s.name: s for s in scenario.values}
+    return {
+        "scenario": scenario.name,
+        "overrides": list(scenario.overrides),
+        "parameters": [
+            {
+                "path": path,
+                "value": float(scenario.values[by_path[path]]),
+                "unit": "" if by_path[path].dim.dimensionless else str(by_path[path].dim),
+                "file": shown_path(scenario.provenance.get(path, "")),
+                "source": text,
+            }
+            for path, text in sorted(scenario.sources.items())
+        ],
+    }
+
+
 def summary(
     scenario: Scenario,
     numeric: CompiledModel,
@@ -385,13 +520,22 @@ def summary(
     """The `stepwall eval --json` object: metrics, groups, terms, ops, parameters with their
     sources, and the violations found (empty when the point is feasible)."""
     ev = evaluated or numeric.evaluate({s.name: v for s, v in scenario.values.items()})
+    return summary_of(scenario_info(scenario), numeric, [v.to_json() for v in violations], ev)
+
+
+def summary_of(
+    info: Mapping[str, Any],
+    numeric: CompiledModel,
+    violations: Sequence[Mapping[str, Any]],
+    ev: Mapping[str, Any],
+) -> dict[str, Any]:
+    """`summary` from `scenario_info` and an evaluation."""
     used, cap = float(ev["memory_bytes_per_gpu"]), float(ev["memory_capacity_per_gpu"])
-    by_path = {s.name: s for s in scenario.values}
     return {
-        "scenario": scenario.name,
-        "overrides": list(scenario.overrides),
+        "scenario": info["scenario"],
+        "overrides": list(info["overrides"]),
         "feasible": not violations and _all(ev["feasible"]),
-        "violations": [v.to_json() for v in violations],
+        "violations": list(violations),
         "step_time_s": float(ev["step_time_s"]),
         "tokens_per_s_per_user": float(ev["tokens_per_s_per_user"]),
         "tokens_per_s": float(ev["tokens_per_s"]),
@@ -405,16 +549,7 @@ def summary(
             "kv_bytes_per_gpu": float(ev["kv_bytes_per_gpu"]),
         },
         "groups": group_times(numeric, ev),
-        "parameters": [
-            {
-                "path": path,
-                "value": float(scenario.values[by_path[path]]),
-                "unit": "" if by_path[path].dim.dimensionless else str(by_path[path].dim),
-                "file": shown_path(scenario.provenance.get(path, "")),
-                "source": text,
-            }
-            for path, text in sorted(scenario.sources.items())
-        ],
+        "parameters": list(info["parameters"]),
         "ops": [
             {
                 "name": op.name,

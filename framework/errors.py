@@ -7,6 +7,8 @@ dimensions, the term and the plugin. The CLI prints ``str(error)`` and exits 2.
 from __future__ import annotations
 
 import difflib
+import functools
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -51,13 +53,18 @@ class SpecError(StepwallError, ValueError):
 def shown_path(where: str) -> str:
     """A file as a user should read it: ``specs/hardware/b300.toml`` for the catalog, relative
     to the working folder when inside it, else as given."""
+    return _shown(where, os.getcwd()) if where else where
+
+
+@functools.lru_cache(maxsize=4096)
+def _shown(where: str, cwd: str) -> str:
     p = Path(where)
     if not where or not p.is_absolute():
         return where
     p = p.resolve()
     from stepwall.loader import catalog_root  # the catalog's place depends on the install
 
-    for base in (catalog_root().parent, Path.cwd()):
+    for base in (catalog_root().parent, Path(cwd)):
         try:
             return p.relative_to(base).as_posix()
         except ValueError:

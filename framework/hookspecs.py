@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from stepwall.scenario import Scenario
     from stepwall.terms import Collective, Constraint, Decoding, Layout, Op, Term, Workload
 
+ENTRY_POINT_GROUP = "stepwall"  # installed plugins declare [project.entry-points.stepwall]
+DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"  # set: installed plugins are not loaded
+
 hookspec = pluggy.HookspecMarker("stepwall")
 hookimpl = pluggy.HookimplMarker("stepwall")
 

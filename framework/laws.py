@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import sympy as sp
 
+from stepwall.dimensions import dimension_of
 from stepwall.errors import DimensionError
 from stepwall.symbols import constant
 from stepwall.units import (
@@ -25,7 +26,6 @@ from stepwall.units import (
     OPERATION,
     TIME,
     Dim,
-    dimension_of,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

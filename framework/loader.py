@@ -37,7 +37,11 @@ def find_spec_file(
     """A catalog name (``b300``) or a path (``./my-gpu.toml``) -> the file."""
     if not isinstance(ref, str) or not ref:
         raise SpecError(where, key, f"reference {ref!r} is not a name", f"a {folder} name")
-    looks_like_path = "/" in ref or ref.endswith(".toml") or Path(ref).exists()
+    # a name is a path when it says so, or when that file exists where it is looked up
+    # (beside the referring file; the working folder for the command line)
+    looks_like_path = (
+        "/" in ref or ref.endswith(".toml") or (base or Path.cwd()).joinpath(ref).exists()
+    )
     candidates = []
     if looks_like_path:
         p = Path(ref)

@@ -33,6 +33,7 @@ import pluggy
 from stepwall import hookspecs
 from stepwall.errors import DimensionError, PluginError, StepwallError
 from stepwall.fields import KindSpec, combined
+from stepwall.hookspecs import DISABLE_ENV, ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from stepwall.scenario import Scenario
@@ -49,8 +50,6 @@ BUILTIN_PLUGINS = (
     "stepwall.report.blocks",
     "stepwall.formats",
 )
-ENTRY_POINT_GROUP = "stepwall"
-DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"
 
 # The section whose kind selects the plugin for each kind-selected hook.
 OWNED_HOOKS = {
@@ -91,6 +90,7 @@ class Registry:
         self._order: list[Any] = []
         self._lenient = lenient
         self._entries: dict[str, dict[str, Any]] = {}
+        self.is_default = False  # the built-ins and installed plugins only (`default`)
         for impl in pm.hook.stepwall_spec_kinds.get_hookimpls():  # registration order
             name = pm.get_name(impl.plugin) or "?"
             try:
@@ -379,7 +379,11 @@ def _version_of(plugin: object) -> str:
     version = getattr(plugin, "__version__", None)
     if version:
         return str(version)
-    dist = _dist_names().get(getattr(plugin, "__name__", ""), "stepwall")
+    return _installed_version(_dist_names().get(getattr(plugin, "__name__", ""), "stepwall"))
+
+
+@functools.cache
+def _installed_version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -465,4 +469,5 @@ def default() -> Registry:
     line and the library's defaults use it; pass a registry explicitly to use another)."""
     if not _DEFAULT:
         _DEFAULT.append(build())
+        _DEFAULT[0].is_default = True
     return _DEFAULT[0]

@@ -46,7 +46,7 @@ def run_cli(*argv: str, pythonpath: str = "", **env: str) -> subprocess.Complete
     """``stepwall ARGV`` in a fresh interpreter, as a user would run it: installed plugins are
     autoloaded (STEPWALL_DISABLE_PLUGIN_AUTOLOAD is cleared unless ``env`` sets it);
     ``pythonpath`` is prepended for plugins that are on disk but not installed."""
-    from stepwall.registry import DISABLE_ENV
+    from stepwall.hookspecs import DISABLE_ENV
 
     environ = {k: v for k, v in os.environ.items() if k != DISABLE_ENV}
     if pythonpath:

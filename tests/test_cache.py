@@ -69,7 +69,7 @@ def test_a_structural_value_gets_its_own_entry(tmp_path: Path) -> None:
 
 def test_a_broken_entry_is_a_miss(tmp_path: Path) -> None:
     good = _eval(tmp_path, SCENARIO)
-    for f in tmp_path.glob("model-*.json"):
+    for f in tmp_path.glob("*.json"):  # the model and the eval point
         f.write_text('[{"format": 3, "reads": {}, "model": {"source": "raise')
     again = _eval(tmp_path, SCENARIO)
     assert again.returncode == 0, again.stderr
@@ -120,3 +120,87 @@ def test_a_plugin_without_a_module_file_is_not_cached(tmp_path, monkeypatch) -> 
 def test_no_cache_environment_variable(tmp_path: Path, monkeypatch, value: str) -> None:
     monkeypatch.setenv("STEPWALL_NO_CACHE", value)
     assert compiled.cache_dir() is None
+
+
+# ---------------------------------------------------------------- the eval point cache
+
+
+def _quick(cache: Path, *argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``stepwall eval ARGV`` in a fresh process that also says whether sympy was imported."""
+    code = (
+        "import sys; from stepwall import cli; code = cli.main(sys.argv[1:]); "
+        "print('SYMPY' if 'sympy' in sys.modules else 'NO-SYMPY', file=sys.stderr); "
+        "sys.exit(code)"
+    )
+    env = {**os.environ, "STEPWALL_CACHE_DIR": str(cache)}
+    return subprocess.run(
+        [sys.executable, "-c", code, "eval", *argv],
+        capture_output=True, text=True, env=env, check=False, cwd=cwd,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", [(), ("--json",), ("--format", "json")])
+def test_an_unchanged_eval_needs_no_sympy_and_prints_the_same_bytes(tmp_path, fmt) -> None:
+    sets = ("--set", "workload.context=32768")
+    fresh = _quick(tmp_path, SCENARIO, *sets, *fmt, "--no-cache")
+    first = _quick(tmp_path, SCENARIO, *sets, *fmt)
+    again = _quick(tmp_path, SCENARIO, *sets, *fmt)
+    assert fresh.returncode == first.returncode == again.returncode == 0, first.stderr
+    assert "SYMPY" in first.stderr.split() and "NO-SYMPY" in again.stderr.split()
+    assert fresh.stdout == first.stdout == again.stdout
+
+
+def test_an_edited_spec_file_is_a_miss(tmp_path: Path) -> None:
+    hw = (ROOT / "specs" / "hardware" / "b300.toml").read_text()
+    (tmp_path / "gpu.toml").write_text(hw)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f'from = "{ROOT / "specs" / "scenarios" / (SCENARIO + ".toml")}"\n'
+                        'hardware = "./gpu.toml"\n')  # fmt: skip
+    cache = tmp_path / "cache"
+    before = _quick(cache, str(scenario), "--json")
+    assert json.loads(_quick(cache, str(scenario), "--json").stdout) == json.loads(before.stdout)
+    edited = hw.replace('hbm_bandwidth = "8 TB/s"', 'hbm_bandwidth = "4 TB/s"')
+    assert edited != hw
+    (tmp_path / "gpu.toml").write_text(edited)
+    after = _quick(cache, str(scenario), "--json")
+    assert "SYMPY" in after.stderr.split()  # rebuilt, not read from the cache
+    assert json.loads(after.stdout)["step_time_s"] > json.loads(before.stdout)["step_time_s"]
+
+
+def test_a_file_that_shadows_a_name_is_a_miss(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    assert _quick(cache, SCENARIO, cwd=tmp_path).returncode == 0
+    assert "NO-SYMPY" in _quick(cache, SCENARIO, cwd=tmp_path).stderr.split()
+    before = _quick(cache, SCENARIO, cwd=tmp_path)
+    # a file of that name in the working folder: the name is now a path to it
+    (tmp_path / SCENARIO).write_text('from = "k26-b300-tp8-ddtree-native"\n')
+    shadowed = _quick(cache, SCENARIO, cwd=tmp_path)
+    assert shadowed.returncode == 0, shadowed.stderr
+    assert "SYMPY" in shadowed.stderr.split() and shadowed.stdout != before.stdout
+
+
+def test_infeasible_points_are_not_kept(tmp_path: Path) -> None:
+    for _ in range(2):
+        out = _quick(tmp_path, "dsv3-h200-tp8", "--set", "parallel.tp=1")
+        assert out.returncode == 2 and "resident memory per GPU" in out.stderr
+    assert not list(tmp_path.glob("point-*.json"))
+
+
+def test_warnings_are_repeated_from_the_cache(tmp_path: Path) -> None:
+    sets = ("--set", "hardware.hbm_bandwidth=1e-30 B/s")
+    first, again = _quick(tmp_path, SCENARIO, *sets), _quick(tmp_path, SCENARIO, *sets)
+    assert "NO-SYMPY" in again.stderr.split()
+    warned = [line for line in first.stderr.splitlines() if line.startswith("stepwall: warning")]
+    assert warned and warned == [
+        line for line in again.stderr.splitlines() if line.startswith("stepwall: warning")
+    ]
+
+
+def test_other_options_take_the_full_path() -> None:
+    from stepwall import point_cache
+
+    assert point_cache.parse(["x", "--set", "a=1", "--json"]) == ("x", ("a=1",), "json")
+    assert point_cache.parse(["x", "--set=a=1", "--format=text"]) == ("x", ("a=1",), "text")
+    for argv in (["x", "--allow-infeasible"], ["x", "--format", "csv"], ["--help"], ["x", "y"],
+                 ["x", "--js"], []):  # fmt: skip
+        assert point_cache.parse(argv) is None, argv

@@ -210,7 +210,7 @@ def test_internal_error_exits_1_without_traceback(monkeypatch, capsys) -> None:
     def broken(ns, registry):
         raise RuntimeError("boom")
 
-    name = "eval"
+    name = "expr"
     _fn, *rest = cli.COMMANDS[name]
     monkeypatch.setitem(cli.COMMANDS, name, (broken, *rest))
     monkeypatch.delenv("STEPWALL_DEBUG", raising=False)

@@ -16,7 +16,7 @@ from stepwall.analyses.wall import wall
 from stepwall.cli import main
 from stepwall.errors import SpecError
 from stepwall.model import build_model
-from stepwall.plugins.moe_transformer import plateau
+from stepwall.plugins.moe_plateau import plateau
 
 
 @pytest.fixture(scope="module")

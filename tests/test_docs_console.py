@@ -1,6 +1,7 @@
 """Every console block in the docs prints what the command prints today, and the guide's
 example files are the ones committed under docs/examples/."""
 
+import difflib
 import importlib.util
 from pathlib import Path
 
@@ -26,8 +27,9 @@ def test_every_doc_with_console_blocks_is_checked() -> None:
 def test_doc_console_outputs_are_current(doc: str, guide_env: dict[str, str]) -> None:
     text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
     env = guide_env if doc == "writing-plugins.md" else None
-    _, stale = _tool().refresh(text, env)
-    assert not stale, f"refresh: python tools/docs_console.py --write docs/{doc}\n{stale}"
+    new, stale = _tool().refresh(text, env)
+    diff = "\n".join(difflib.unified_diff(text.splitlines(), new.splitlines(), lineterm="", n=1))
+    assert not stale, f"python tools/docs_console.py --write docs/{doc}\n{stale}\n{diff[:4000]}"
 
 
 def test_guide_examples_are_the_committed_files() -> None:

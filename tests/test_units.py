@@ -13,6 +13,7 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stepwall.dimensions import dimension_of
 from stepwall.errors import DimensionError, StepwallError, UnitError
 from stepwall.units import (
     BANDWIDTH,
@@ -25,7 +26,6 @@ from stepwall.units import (
     POWER,
     TIME,
     Dim,
-    dimension_of,
     format_quantity,
     magnitude,
     parse_quantity,
