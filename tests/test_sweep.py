@@ -52,9 +52,21 @@ def test_csv_and_json_outputs(tmp_path):
 
 
 def test_table_output(capsys):
+    """The text table: a header with units, one row per point, each value the model's at
+    that point (to the 6 significant digits the table prints)."""
     assert main(["sweep", SCENARIO, "--vary", "parallel.tp=8,16"]) == 0
-    out = capsys.readouterr().out
-    assert "parallel.tp" in out and "tokens_per_s_per_user" in out
+    head, rule, *rows = capsys.readouterr().out.splitlines()
+    names = head.split()
+    assert names[:2] == ["parallel.tp", "step_time_s"] and set(rule) <= {"-", " "}
+    assert len(rows) == 2
+    model = build_model(SCENARIO)
+    for row, tp in zip(rows, (8, 16), strict=True):
+        cells = row.split()
+        assert int(cells[0]) == tp
+        want = model.evaluate({"parallel.tp": tp})
+        assert float(cells[1]) == pytest.approx(float(want["step_time_s"]), rel=1e-5)
+        col = names.index("tokens_per_s_per_user") - 1  # "[s]" after step_time_s is one token
+        assert float(cells[col]) == pytest.approx(float(want["tokens_per_s_per_user"]), rel=1e-5)
 
 
 @pytest.mark.parametrize(
