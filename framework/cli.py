@@ -148,12 +148,17 @@ def cmd_eval(ns: argparse.Namespace, registry: Registry) -> int:
             model.check()
         violations = model.violations(ev)
     doc = summary(scenario, numeric, violations, ev)
-    if not violations and not ns.no_cache and registry.is_default:
+    if scenario.ranges:  # ranged values: each metric and term as [low, high] (docs/ranges.md)
+        from stepwall import ranges
+        from stepwall.model import build_model
+
+        ranges.annotate(doc, build_model(scenario, registry=registry), registry)
+    elif not violations and not ns.no_cache and registry.is_default:
         from stepwall import point_cache
 
         point_cache.remember(ns.scenario, ns.sets, scenario, numeric)
     if ns.format in (None, "text"):
-        print(render_breakdown(doc))
+        print(render_breakdown(doc) + (ranges.render(doc) if scenario.ranges else ""))
     elif ns.format == "json":
         _emit(registry, "json", doc)
     else:
@@ -178,7 +183,10 @@ def render_breakdown(s: dict[str, Any]) -> str:
 
     t = s["step_time_s"]
     rows = [("term", "group", "plugin", "time", "share")]
+    zero = [term for term in s["terms"] if term["seconds"] == 0]
     for term in s["terms"]:
+        if term["seconds"] == 0:
+            continue
         share = f"{100 * term['seconds'] / t:.1f}%"
         time = format_quantity(term["seconds"], TIME)
         rows.append((term["name"], term["group"], term["plugin"], time, share))
@@ -205,9 +213,22 @@ def render_breakdown(s: dict[str, Any]) -> str:
         f"tokens/s per user     {s['tokens_per_s_per_user']:.1f}",
         f"tokens/s              {s['tokens_per_s']:.1f}",
         f"tokens/s per GPU      {s['tokens_per_s_per_gpu']:.1f}   ({s['gpus']} GPUs)",
+        f"time to first token   {format_quantity(s['ttft_s'], TIME)}   (one prompt alone; "
+        f"prefill {s['prefill_tokens_per_s_per_gpu']:.0f} tokens/s per GPU)",
         f"memory per GPU        {mem['bytes_per_gpu'] / 1e9:.1f} GB of "
-        f"{mem['capacity_per_gpu'] / 1e9:.1f} GB: {'fits' if mem['fits'] else 'DOES NOT FIT'}",
+        f"{mem['capacity_per_gpu'] / 1e9:.1f} GB usable: "
+        f"{'fits' if mem['fits'] else 'DOES NOT FIT'}",
     ]
+    # energy and cost: shown only where the specs state board power, PUE or price
+    if s.get("joules_per_token") is not None:
+        lines.append(f"energy per token      {s['joules_per_token']:.3g} J   (GPU board power)")
+    if s.get("tokens_per_s_per_mw") is not None:
+        lines.append(f"tokens/s per MW       {s['tokens_per_s_per_mw']:.4g}   (board power × PUE)")
+    if s.get("usd_per_million_tokens") is not None:
+        lines.append(f"USD per 1M tokens     {s['usd_per_million_tokens']:.3g}")
+    if zero:
+        names = ", ".join(term["name"] for term in zero)
+        lines.append(f"zero here ({len(zero)})       {names}")
     if any(term["overlap"] for term in s["terms"]):
         lines.append("overlapped terms (same overlap tag) count once in the step, as their Max")
     for v in s.get("violations", []):
@@ -301,6 +322,10 @@ def cmd_derive(ns: argparse.Namespace, registry: Registry) -> int:
             raise SpecError("derive", ns.what, f"needs a {name.upper()}", "e.g. parallel.tp")
     context = Context(registry, lambda ref, _name: _load(ns, registry, ref))
     results = run(analysis, model, given, context, "derive", "--")
+    if not analysis.many and model.scenario.ranges:  # a root over the ranges' box: an interval
+        from stepwall.ranges import root_interval
+
+        results = [root_interval(analysis, model, given, context, results[0], "derive", "--")]
     if ns.format in (None, "text"):
         print(analysis.text(results))
         return 0
@@ -456,13 +481,114 @@ def cmd_sweep(ns: argparse.Namespace, registry: Registry) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- search
+
+
+def _search_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    from stepwall.search import add_arguments
+
+    add_arguments(p)
+
+
+@command("search", "search layouts on one or more hardware options: Pareto frontier of "
+         "tokens/s per GPU vs per user, best configuration at each target, energy and cost",
+         "stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8,16",
+         _search_setup)  # fmt: skip
+def cmd_search(ns: argparse.Namespace, registry: Registry) -> int:
+    from stepwall.search import run_cli
+
+    return run_cli(ns, registry)
+
+
+# ---------------------------------------------------------------- explore
+
+EXPLORE_EPILOG = """\
+The page is one HTML file with nothing to fetch: open it from disk, offline. The model's
+metrics, term times and constraints run in it as JavaScript compiled from the same closed form
+`stepwall eval` evaluates (same numbers); each control updates the metrics, the breakdown by
+term group, the memory fit, the failed constraints and a chart with the wall (as `stepwall
+derive SCENARIO wall KEY` defines it) or the optimum marked. docs/explorer.md has the details.
+
+Controls (--free): by default the whole-number parallel degrees, workload.concurrency and the
+--top parameters with the largest elasticity of step time (`stepwall derive SCENARIO
+elasticity` ranks them; `stepwall eval SCENARIO --json` lists every key under "parameters").
+Structural keys (those that decide which terms exist, e.g. decoding.accepted_tokens where a
+plugin reads it) cannot be controls: fix them with --set. The chart starts on --chart, else
+parallel.tp, else parallel.ep, else the first control; the page switches metric and key.
+
+examples:
+  stepwall explore k26-b300-tp8-ddtree -o k26.html
+  stepwall explore k26-b300-tp8-ddtree --free parallel.tp,hardware.hbm_bandwidth -o x.html
+  stepwall explore k26-b300-tp8-ddtree --top 0 -o layout.html   # degrees and users only
+  stepwall explore k26-gb300nvl72-ep72 --set workload.concurrency=64 --chart parallel.ep
+"""
+
+
+def _explore_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.epilog = EXPLORE_EPILOG
+    p.description = (
+        "Write an interactive explorer of a scenario: one self-contained HTML page with\n"
+        "sliders for chosen parameters, the metrics, breakdown, constraints and a chart, all\n"
+        "computed in the page from the compiled closed form."
+    )
+    _scenario_args(p)
+    p.add_argument("--free", action="append", default=[], metavar="KEY,KEY,…",
+                   help="the parameters given controls, comma-separated (repeatable; "
+                   "default: parallel degrees, workload.concurrency and the --top most "
+                   "elastic)")  # fmt: skip
+    p.add_argument("--top", type=int, default=6, metavar="N",
+                   help="how many of the most elastic parameters the default adds "
+                   "(default 6)")  # fmt: skip
+    p.add_argument("--chart", default="", metavar="KEY",
+                   help="the control on the chart's x axis at first (default parallel.tp, "
+                   "else parallel.ep, else the first control)")  # fmt: skip
+    p.add_argument("--eps", type=float, default=0.15, metavar="E",
+                   help="the wall's tolerance ε: t(N)/t(∞) − 1 < ε (default 0.15)")  # fmt: skip
+    p.add_argument("-o", "--output", metavar="FILE.html",
+                   help="where to write the page (default explorer-SCENARIO.html)")  # fmt: skip
+
+
+@command("explore", "write an interactive HTML explorer of a scenario (self-contained, offline): "
+         "sliders, live metrics, constraints, wall", "stepwall explore k26-b300-tp8-ddtree -o "
+         "k26.html", _explore_setup)  # fmt: skip
+def cmd_explore(ns: argparse.Namespace, registry: Registry) -> int:
+    import shlex
+
+    from stepwall import output
+    from stepwall.explore import explorer_html
+
+    if ns.top < 0:
+        raise SpecError("--top", str(ns.top), "is negative", "0 or more")
+    free = [k.strip() for item in ns.free for k in item.split(",") if k.strip()]
+    if ns.output:
+        target = output.file_target(ns.output, suffixes=(".html", ".htm"))
+    model = _load(ns, registry)
+    if not ns.output:
+        target = output.file_target(f"explorer-{model.scenario.name}.html")
+    cmd = ["stepwall", "explore", ns.scenario, *(a for s in ns.sets for a in ("--set", s))]
+    if free:
+        cmd += ["--free", ",".join(free)]
+    for flag, value, default in (("--top", ns.top, 6), ("--chart", ns.chart, ""),
+                                 ("--eps", ns.eps, 0.15)):  # fmt: skip
+        if value != default:
+            cmd += [flag, str(value)]
+    cmd += ["-o", str(target)]
+    page = explorer_html(model, free or None, registry=registry, command=shlex.join(cmd),
+                         top=ns.top, eps=ns.eps, chart_key=ns.chart)  # fmt: skip
+    output.write_file(target, page)
+    print(f"wrote {target} ({len(page) / 1024:.0f} KB); open it in a browser (it works offline)")
+    return 0
+
+
 # ---------------------------------------------------------------- report
 
 
 def _report_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("report", metavar="REPORT", help="catalog name (specs/reports/) or a .toml path")
     _set_arg(p, "override a spec value in every scenario of the report (repeatable)")
-    p.add_argument("-o", "--output", metavar="DIR", help="output folder (default: out/NAME)")
+    p.add_argument("-o", "--output", metavar="DIR|FILE.md",
+                   help="output folder (default: out/NAME); a FILE.md puts the Markdown there "
+                   "and its plots and tables in the folder FILE/ beside it")  # fmt: skip
 
 
 @command("report", "render a report spec to REPORT.md, SVG plots and CSV tables "
@@ -473,14 +599,177 @@ def cmd_report(ns: argparse.Namespace, registry: Registry) -> int:
 
     from stepwall import output, report
 
-    if ns.output:
+    page = bool(ns.output) and ns.output.endswith(".md")
+    if page:  # the page, and its files in a folder beside it
+        output.file_target(ns.output, suffixes=(".md",))
+        output.folder_target(str(Path(ns.output).with_suffix("")), page=Path(ns.output))
+    elif ns.output:
         output.folder_target(ns.output)
     rep = report.Report(ns.report, ns.sets, registry=registry)
+    if page:
+        files = report.write_page(rep, Path(ns.output))
+        print(f"wrote {ns.output} and {len(files) - 1} files to {Path(ns.output).with_suffix('')}")
+        return 0
     out = Path(ns.output) if ns.output else report.default_output(rep)
     output.folder_target(str(out))
     files = report.write(rep, out)
     print(f"wrote {len(files)} files to {out}")
     return 0
+
+
+# ---------------------------------------------------------------- calibrate
+
+CALIBRATE_EPILOG = """\
+Each --data file is a CSV table of measurements, one row per call of a primitive:
+
+  primitive,m,n,k,weight_bits [bit],precision,time [us],source
+  gemm,1,7168,7168,16,bf16,19.4,my H200 bench 2026-07-01
+  memory_copy,...              (stepwall calibrate --primitives lists each primitive's
+                                columns, the fields it fits and its law)
+
+Sizes carry their unit in the header (bytes [GB], weight_bits [bit]; dimensions are checked),
+the measured time is required (time [us], time [ms], ...); other columns are ignored. Rows
+are priced by the laws the model itself uses, and the spec fields those laws read (those the
+primitives name; --fit to choose) are fitted by bounded least squares on log(model/measured),
+starting from the spec's values. The output shows the residual per primitive group and each
+field with a 95% confidence interval and flags (on a bound, not identifiable: kept at the
+spec value, too few points). -o writes the spec back with comments and layout kept, each
+fitted value replaced and its sources entry naming the data's SHA-256, points and residual.
+
+--check re-fits every shipped calibration (specs/calibration/*.toml: spec = "b200",
+data = ["b200-gemm.csv", ...], optional fit = [...]) and exits 1 with a line per committed
+value more than 0.1% off its fit; exit 0 when all agree. Bad data is one line and exit 2.
+
+examples:
+  stepwall calibrate --primitives                       # the primitives and their columns
+  stepwall calibrate b200 --data gemm.csv --data copy.csv            # fit and show
+  stepwall calibrate b200 --data gemm.csv -o my-b200.toml --plot fit.svg
+  stepwall calibrate hgx-b200-ib --data nccl.csv --fit hop_latency,bus_bandwidth --json
+  stepwall calibrate --check                            # the shipped calibrations
+docs/calibration.md has the format, each primitive's law and a walk-through for a new GPU.
+"""
+
+
+def _calibrate_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.epilog = CALIBRATE_EPILOG
+    p.description = (
+        "Fit a hardware or cluster spec's efficiencies, n½, floors, latencies and bandwidths "
+        "to microbenchmark tables, with the laws the model prices that work by."
+    )
+    p.add_argument("spec", nargs="*", metavar="SPEC",
+                   help="a hardware or cluster catalog name or .toml path (with --check: "
+                   "manifests or folders of them, default specs/calibration/)")  # fmt: skip
+    p.add_argument("--data", action="append", default=[], metavar="FILE.csv",
+                   help="a CSV of measurements (repeatable)")  # fmt: skip
+    p.add_argument("-o", "--output", metavar="OUT.toml",
+                   help="write the calibrated spec here (default: write nothing)")  # fmt: skip
+    p.add_argument("--fit", action="append", default=[], metavar="FIELD,…",
+                   help="fit only these fields, e.g. hbm_efficiency,bf16.efficiency "
+                   "(default: every field the data's primitives identify)")  # fmt: skip
+    p.add_argument("--plot", metavar="FILE.svg",
+                   help="write the measured points against the fitted law, per group "
+                   "(SVG)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--check", action="store_true",
+                   help="re-fit the shipped calibrations; exit 1 if a committed value drifted "
+                   "by more than 0.1%%")  # fmt: skip
+    p.add_argument("--primitives", action="store_true",
+                   help="list the primitives (columns, fields, law); with SPEC, each law as a "
+                   "formula over its fields")  # fmt: skip
+
+
+@command("calibrate", "fit a hardware or cluster spec to microbenchmark tables (CSV) with the "
+         "model's own laws; --check re-fits the shipped calibrations",
+         "stepwall calibrate b200 --data gemm.csv -o my-b200.toml --plot fit.svg",
+         _calibrate_setup)  # fmt: skip
+def cmd_calibrate(ns: argparse.Namespace, registry: Registry) -> int:
+    from stepwall.calibrate import run_cli
+
+    return run_cli(ns, registry, warn)
+
+
+# ---------------------------------------------------------------- validate
+
+VALIDATE_EPILOG = """\
+A validation table is a TOML file of [[row]] tables, each a published end-to-end
+measurement: the scenario and --set overrides that describe the configuration, the metric,
+the measured value with its unit, the class of the regime it tests and the source:
+
+  [[row]]
+  id = "trtllm-b200-dsr1-fp4-maxtput-896"
+  class = "dp_ep_node"
+  scenario = "dsr1-fp4-b200-adp-ep8"
+  set = ["workload.concurrency=896"]
+  metric = "tokens_per_s_per_gpu"
+  measured = "5393 tokens/s"        # divide_by = 8 for a per-node figure
+  source = "TensorRT-LLM: best performance practice on DeepSeek-R1"
+  url = "https://github.com/NVIDIA/TensorRT-LLM/..."
+
+The error of a row is predicted/measured - 1. The rows are never fitted (hardware and
+engine values come from primitive microbenchmarks: stepwall calibrate), so these errors are
+out of sample. --max-median and --max-worst make it a gate (exit 1 when exceeded).
+
+examples:
+  stepwall validate                                   # the shipped tables
+  stepwall validate --class tp_batch1 --json          # one class, as JSON
+  stepwall validate my-measurements.toml --max-median 0.15 --max-worst 0.40
+docs/validation.md has the shipped table, the plot and what dominates each class.
+"""
+
+
+def _validate_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    from stepwall.validate import CLASSES
+
+    p.epilog = VALIDATE_EPILOG
+    p.add_argument("tables", nargs="*", metavar="TABLE",
+                   help="validation tables (.toml); default: specs/validation/*.toml")  # fmt: skip
+    p.add_argument("--class", dest="classes", action="append", default=[], choices=sorted(CLASSES),
+                   help="only rows of this class (repeatable)")  # fmt: skip
+    p.add_argument("--row", dest="ids", action="append", default=[], metavar="ID",
+                   help="only this row (repeatable)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--max-median", type=float, metavar="FRACTION",
+                   help="exit 1 if the median |error| exceeds this (0.15 = 15%%)")  # fmt: skip
+    p.add_argument("--max-worst", type=float, metavar="FRACTION",
+                   help="exit 1 if any |error| exceeds this")  # fmt: skip
+
+
+@command("validate", "predict published end-to-end serving measurements and print each "
+         "row's error, the median and the worst", "stepwall validate --class wide_ep",
+         _validate_setup)  # fmt: skip
+def cmd_validate(ns: argparse.Namespace, registry: Registry) -> int:
+    import json
+    from pathlib import Path
+
+    from stepwall import validate
+
+    paths = [Path(t) for t in ns.tables] or validate.default_tables()
+    for p in paths:
+        if not p.is_file():
+            raise SpecError(str(p), "", "file not found", "a validation table (.toml)")
+    rows = validate.load_rows(paths)
+    known = {r.spec.id for r in rows}
+    for i in ns.ids:
+        if i not in known:
+            from stepwall.errors import did_you_mean
+
+            raise SpecError("--row", i, f"no such row{did_you_mean(i, sorted(known))}",
+                            "a row id of the tables")  # fmt: skip
+    rows = [r for r in rows if (not ns.classes or r.spec.row_class in ns.classes)
+            and (not ns.ids or r.spec.id in ns.ids)]  # fmt: skip
+    if not rows:
+        raise SpecError("--class", ",".join(ns.classes), "selects no rows",
+                        "a class that the tables have")  # fmt: skip
+    results = validate.predict(rows, registry)
+    if ns.json:
+        print(json.dumps(validate.document(results), indent=2, allow_nan=False))
+    else:
+        sys.stdout.write(validate.text(results))
+    s = validate.summary(results)
+    failed = (ns.max_median is not None and s["median_abs_error"] > ns.max_median) or (
+        ns.max_worst is not None and s["worst_abs_error"] > ns.max_worst
+    )
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------- the parser

@@ -46,23 +46,42 @@ METRICS = (
     "tokens_per_s_per_user",
     "tokens_per_s",
     "tokens_per_s_per_gpu",
+    "ttft_s",
+    "request_s",
+    "prefill_tokens_per_s_per_gpu",
+    "pd_prefill_gpus",
+    "pd_tokens_per_s_per_gpu",
     "gpus",
     "memory_bytes_per_gpu",
     "memory_capacity_per_gpu",
     "weight_bytes_per_gpu",
     "kv_bytes_per_gpu",
+    "joules_per_token",
+    "tokens_per_s_per_mw",
+    "usd_per_million_tokens",
 )
 METRIC_UNITS = {
     "step_time_s": "s",
     "tokens_per_s_per_user": "tokens/s",
     "tokens_per_s": "tokens/s",
     "tokens_per_s_per_gpu": "tokens/s",
+    "ttft_s": "s",
+    "request_s": "s",
+    "prefill_tokens_per_s_per_gpu": "tokens/s",
+    "pd_prefill_gpus": "",
+    "pd_tokens_per_s_per_gpu": "tokens/s",
     "gpus": "",
     "memory_bytes_per_gpu": "B",
     "memory_capacity_per_gpu": "B",
     "weight_bytes_per_gpu": "B",
     "kv_bytes_per_gpu": "B",
+    "joules_per_token": "J",
+    "tokens_per_s_per_mw": "tokens/s",
+    "usd_per_million_tokens": "USD",
 }
+# Energy and cost (`stepwall.economics`): NaN where the specs do not state board power, PUE
+# or price. Unknown, not infeasible: left out of the feasibility check, null in eval --json.
+OPTIONAL_METRICS = frozenset({"joules_per_token", "tokens_per_s_per_mw", "usd_per_million_tokens"})
 # Metrics that describe a configuration rather than its performance: meaningful even where it
 # is infeasible (they say why: 527 GB resident of 275 GB usable). The others are withheld there.
 DIAGNOSTIC_METRICS = frozenset(
@@ -147,8 +166,8 @@ class CompiledModel:
             return self._results(self._scalar(args), scalar=True)
         import numpy as np
 
-        with np.errstate(all="ignore"):
-            out = self.function()(*args)
+        with np.errstate(all="ignore"):  # numpy's float64 for every argument: x/0 is inf
+            out = self.function()(*(np.asarray(a, dtype=np.float64) for a in args))
         return self._results(out, scalar=False)
 
     def _scalar(self, args: list[Any]) -> Any:
@@ -179,7 +198,7 @@ class CompiledModel:
                 c.name: bool(h) for c, h in zip(self.constraints, holds, strict=True)
             }
             result["feasible"] = all(result["constraints"].values()) and all(
-                math.isfinite(float(result[m])) for m in METRICS
+                math.isfinite(float(result[m])) for m in METRICS if m not in OPTIONAL_METRICS
             )
             return result
         import numpy as np
@@ -191,7 +210,8 @@ class CompiledModel:
         for h in result["constraints"].values():
             feasible = feasible & h
         for m in METRICS:
-            feasible = feasible & np.isfinite(np.asarray(result[m], dtype=float))
+            if m not in OPTIONAL_METRICS:
+                feasible = feasible & np.isfinite(np.asarray(result[m], dtype=float))
         result["feasible"] = feasible
         return result
 
@@ -406,6 +426,12 @@ def compile_scenario(
     return numeric
 
 
+def _known(x: Any) -> float | None:
+    """A metric's value, or None where the specs do not give it (NaN)."""
+    v = float(x)
+    return v if math.isfinite(v) else None
+
+
 def _all(x: Any) -> bool:
     return bool(x.all()) if hasattr(x, "all") else bool(x)
 
@@ -448,8 +474,7 @@ def code_identity(registry: Registry | None = None) -> list[Any] | None:
                 return None
             out.append(name)
             folders.add(Path(f).resolve().parent)
-    for folder in sorted(folders):
-        out += sorted(_sources(folder))
+    out += sorted({entry for folder in folders for entry in _sources(folder)})
     return out
 
 
@@ -471,8 +496,9 @@ def _sources(folder: Path) -> list[tuple[str, int, int]]:
 
 
 def shape_key(scenario: Scenario) -> tuple[Any, ...]:
-    """What fixes a model's shape besides the structural keys: the kinds and every field
-    that is not a number (choices, flags)."""
+    """What fixes a model's shape besides the structural keys: the kinds, every field
+    that is not a number (choices, flags), and which optional numbers are absent (a model
+    without ``hardware.board_power`` has no energy metrics, so no such parameter)."""
     parts: list[Any] = [tuple(sorted(scenario.kinds.items()))]
     for name in sorted(scenario.sections):
         obj = scenario.sections[name]
@@ -480,6 +506,11 @@ def shape_key(scenario: Scenario) -> tuple[Any, ...]:
             (name, f.name, repr(getattr(obj, f.name)))
             for f in attrs.fields(type(obj))
             if "dim" not in f.metadata
+        ]
+        parts += [
+            (name, f.name, "absent")
+            for f in attrs.fields(type(obj))
+            if "dim" in f.metadata and getattr(obj, f.name) is None
         ]
     return tuple(parts)
 
@@ -540,7 +571,13 @@ def summary_of(
         "tokens_per_s_per_user": float(ev["tokens_per_s_per_user"]),
         "tokens_per_s": float(ev["tokens_per_s"]),
         "tokens_per_s_per_gpu": float(ev["tokens_per_s_per_gpu"]),
+        "ttft_s": float(ev["ttft_s"]),
+        "prefill_tokens_per_s_per_gpu": float(ev["prefill_tokens_per_s_per_gpu"]),
+        "request_s": float(ev["request_s"]),
+        "pd_prefill_gpus": float(ev["pd_prefill_gpus"]),
+        "pd_tokens_per_s_per_gpu": float(ev["pd_tokens_per_s_per_gpu"]),
         "gpus": round(float(ev["gpus"])),
+        **{m: _known(ev[m]) for m in sorted(OPTIONAL_METRICS)},
         "memory": {
             "bytes_per_gpu": used,
             "capacity_per_gpu": cap,

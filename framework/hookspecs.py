@@ -21,9 +21,20 @@ if TYPE_CHECKING:
     from stepwall.analyses import Analysis
     from stepwall.fields import KindSpec
     from stepwall.formats import Format
+    from stepwall.primitives import Primitive
     from stepwall.report.blocks import BlockKind
     from stepwall.scenario import Scenario
-    from stepwall.terms import Collective, Constraint, Decoding, Layout, Op, Term, Workload
+    from stepwall.terms import (
+        Collective,
+        Constraint,
+        Decoding,
+        Engine,
+        Layout,
+        Op,
+        Step,
+        Term,
+        Workload,
+    )
 
 ENTRY_POINT_GROUP = "stepwall"  # installed plugins declare [project.entry-points.stepwall]
 DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"  # set: installed plugins are not loaded
@@ -50,22 +61,43 @@ def stepwall_decoding(scenario: Scenario) -> Decoding | None:
 
 
 @hookspec(firstresult=True)
+def stepwall_engine(scenario: Scenario) -> Engine | None:
+    """Describe the serving engine: kernels it adds per layer, its factor on kernel floors,
+    launch overhead and overlap policies (an `Engine`). Called on the owner of the scenario's
+    ``engine`` kind."""
+
+
+@hookspec(firstresult=True)
 def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout | None:
     """Lay a replica out over GPUs: TP and EP degrees, DP replicas, users per attention rank.
     Called on the owner of the scenario's ``parallel`` kind."""
 
 
 @hookspec(firstresult=True)
-def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) -> Workload | None:
-    """State the model's per-GPU work for one step under ``layout``: the `Op`s each GPU runs
-    (bytes and FLOPs), the `Collective`s the layout needs, weight and KV-cache bytes per GPU,
-    and the layer count. Called on the owner of the scenario's ``model`` kind."""
+def stepwall_steps(
+    scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engine
+) -> list[Step] | None:
+    """The forward passes to cost (`Step`s): the scenario's own step first (a decode
+    iteration, or a batch of prompts), then ``ttft``, one prompt prefilled alone. Called on
+    the owner of the scenario's ``workload`` kind."""
 
 
 @hookspec(firstresult=True)
-def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term] | None:
-    """Turn per-GPU work into time (typically a roofline per op plus kernel launches).
-    Called on the owner of the scenario's ``hardware`` kind."""
+def stepwall_model_work(
+    scenario: Scenario, decoding: Decoding, layout: Layout, step: Step, engine: Engine
+) -> Workload | None:
+    """State the model's per-GPU work for one ``step`` under ``layout``: the `Op`s each GPU
+    runs (bytes, FLOPs, kernels, math precision), the `Collective`s the layout needs, weight
+    and KV-cache bytes per GPU, and the layer count. Called once per step on the owner of
+    the scenario's ``model`` kind."""
+
+
+@hookspec(firstresult=True)
+def stepwall_compute_terms(
+    scenario: Scenario, ops: tuple[Op, ...], engine: Engine
+) -> list[Term] | None:
+    """Turn per-GPU work into time (a roofline per op at its precision's roof, plus kernel
+    floors scaled by the engine). Called on the owner of the scenario's ``hardware`` kind."""
 
 
 @hookspec(firstresult=True)
@@ -85,9 +117,11 @@ def stepwall_device_memory(scenario: Scenario, workload: Workload) -> sp.Expr | 
 
 
 @hookspec
-def stepwall_fixed_terms(scenario: Scenario, workload: Workload, decoding: Decoding) -> list[Term]:
-    """Contribute fixed or calibrated terms (per step, per layer, drafting). Not
-    firstresult: every plugin's terms are added to the step."""
+def stepwall_fixed_terms(
+    scenario: Scenario, workload: Workload, decoding: Decoding, step: Step, engine: Engine
+) -> list[Term]:
+    """Contribute fixed or calibrated terms to ``step`` (host time per step and per layer,
+    drafting). Not firstresult: every plugin's terms are added to the step."""
 
 
 @hookspec
@@ -109,6 +143,14 @@ def stepwall_analyses() -> list[Analysis]:
     """Declare analyses (``stepwall derive SCENARIO NAME``, report blocks ``derivation``):
     each an `stepwall.analyses.Analysis` with its name, options class and function. Called
     once when the registry is built. Not firstresult."""
+
+
+@hookspec
+def stepwall_primitives() -> list[Primitive]:
+    """Declare primitives (`stepwall.primitives.Primitive`): microbenchmarked operations with
+    the law the model prices them by, over the fields of one spec section, so that
+    ``stepwall calibrate`` can fit those fields to measurements. Called once when the
+    registry is built. Not firstresult."""
 
 
 @hookspec

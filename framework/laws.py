@@ -66,6 +66,8 @@ def law(returns: Dim | tuple[Dim, ...], **arguments: Dim) -> Callable[[F], F]:
 
 
 def _expect(name: str, what: str, value: Any, want: Dim) -> None:
+    if value is None:  # an optional argument left out
+        return
     expr = sp.sympify(value)
     if expr.is_Number and expr.is_zero:
         return
@@ -83,17 +85,47 @@ def _expect(name: str, what: str, value: Any, want: Dim) -> None:
 
 
 @law(TIME, bytes_=INFORMATION, flops=OPERATION, bandwidth=BANDWIDTH, mem_eff=DIMENSIONLESS,
-     peak=COMPUTE_RATE, flop_eff=DIMENSIONLESS)  # fmt: skip
-def roofline(
+     peak=COMPUTE_RATE, flop_eff=DIMENSIONLESS, rows=DIMENSIONLESS, half_rows=DIMENSIONLESS,
+     serial_bytes=INFORMATION, serial_bandwidth=BANDWIDTH)  # fmt: skip
+def roofline_rows(
     bytes_: sp.Expr,
     flops: sp.Expr,
     bandwidth: sp.Expr,
     mem_eff: sp.Expr,
     peak: sp.Expr,
     flop_eff: sp.Expr,
+    rows: sp.Expr,
+    half_rows: sp.Expr,
+    serial_bytes: sp.Expr = sp.S.Zero,
+    serial_bandwidth: sp.Expr | None = None,
+    capped: bool = True,
 ) -> sp.Expr:
-    """Roofline: t = max(bytes / (B·η_mem), flops / (F·η_flop)) (Williams et al., 2009)."""
-    return sp.Max(bytes_ / (bandwidth * mem_eff), flops / (peak * flop_eff), evaluate=False)
+    """Roofline (Williams et al., 2009) with a size-dependent compute rate: t =
+    max(B/(B_mem·η_mem), F·(1 + n½/max(M, n½))/(F_peak·η), B_s/B_serial). The compute side is
+    Hockney's (n + n½)/r∞ in the rows M a GEMM processes (Hockney & Jesshope, Parallel Computers
+    2, 1988) down to M = n½, below which the kernel switches to small tiles and pays at most
+    twice its work (it is memory-bound there: padding to n½ rows would charge a one-token GEMM
+    like a 200-token one). ``rows`` = 0: no GEMM. The third side, when given: bytes one sequence
+    streams by itself at the rate one sequence reaches (a lone decode query over its KV cache).
+    ``capped`` = False: the plain (n + n½)/r∞, for an attention kernel whose per-query work
+    (load Q, softmax, write O) does not shrink with the context it reads."""
+    if rows != 0 and not capped:
+        slowdown = 1 + half_rows / rows
+    elif rows != 0:
+        slowdown = 1 + half_rows / sp.Max(rows, half_rows, evaluate=False)
+    else:
+        slowdown = sp.S.One
+    sides = [bytes_ / (bandwidth * mem_eff), flops * slowdown / (peak * flop_eff)]
+    if serial_bandwidth is not None and serial_bytes != 0:
+        sides.append(serial_bytes / serial_bandwidth)
+    return sp.Max(*sides, evaluate=False)
+
+
+@law(TIME, kernels=DIMENSIONLESS, floor=TIME, factor=DIMENSIONLESS)
+def floor_time(kernels: sp.Expr, floor: sp.Expr, factor: sp.Expr) -> sp.Expr:
+    """Kernel floors: t = kernels × t_floor × φ, the fixed launch-to-finish time of each
+    kernel under CUDA graphs (φ: the engine's kernel library against the measured one)."""
+    return kernels * floor * factor
 
 
 @law(TIME, kernels=DIMENSIONLESS, latency=TIME)
@@ -174,6 +206,18 @@ def mla_score_flops(
     """FLOPs per query token per layer on one TP rank to attend over S cached tokens with
     absorbed MLA: S·(2·r_kv + d_rope) multiply-adds per head."""
     per_head = context * (2 * kv_lora_rank + qk_rope_head_dim) * FLOPS_PER_MAC
+    return per_head * n_heads * shard(n_heads, tp)
+
+
+@law(OPERATION)
+def mla_prompt_score_flops(
+    qk_nope_head_dim: sp.Expr, qk_rope_head_dim: sp.Expr, v_head_dim: sp.Expr,
+    n_heads: sp.Expr, tp: sp.Expr, context: sp.Expr,
+) -> sp.Expr:  # fmt: skip
+    """FLOPs per prompt token per layer on one TP rank to attend over S tokens with MLA
+    expanded to multi-head form, as prefill kernels run it (the latent is up-projected once
+    per token, DeepSeek-V2 §2.1.2): S·(d_nope + d_rope + d_v) multiply-adds per head."""
+    per_head = context * (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) * FLOPS_PER_MAC
     return per_head * n_heads * shard(n_heads, tp)
 
 
@@ -273,23 +317,29 @@ def hierarchical_allreduce(
     return cheapest_allreduce(domain, size, alpha, beta, switch_alpha) + across
 
 
-@law(TIME, n=DIMENSIONLESS, size=INFORMATION, domain=DIMENSIONLESS, alpha=TIME,
+@law(TIME, n=DIMENSIONLESS, size=INFORMATION, inside=DIMENSIONLESS, alpha=TIME,
      alpha_peer=TIME, beta=BANDWIDTH, net_alpha=TIME, nic_beta=BANDWIDTH)  # fmt: skip
 def hierarchical_all_to_all(
     n: sp.Expr,
     size: sp.Expr,
-    domain: sp.Expr,
+    inside: sp.Expr,
     alpha: sp.Expr,
     alpha_peer: sp.Expr,
     beta: sp.Expr,
     net_alpha: sp.Expr,
     nic_beta: sp.Expr,
 ) -> sp.Expr:
-    """All-to-all over N > D GPUs: the (N−D)/N of each GPU's bytes bound for other domains
-    leave over its NIC (``nic_beta``, oversubscription included); the rest moves inside the
-    domain."""
-    inside = all_to_all(domain, size * domain / n, alpha, alpha_peer, beta)
-    return inside + net_alpha + (n - domain) / n * size / nic_beta
+    """All-to-all over N GPUs of which ``inside`` share each scale-up domain: the (N−d)/N of
+    each GPU's bytes bound for other domains leave over its NIC (``nic_beta``,
+    oversubscription included), after the all-to-all among the d inside."""
+    within = all_to_all(inside, size * inside / n, alpha, alpha_peer, beta)
+    return within + net_alpha + (n - inside) / n * size / nic_beta
+
+
+@law(TIME, size=INFORMATION, alpha=TIME, beta=BANDWIDTH)
+def point_to_point(size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
+    """A send of S bytes over one link: α + S/β."""
+    return alpha + size / beta
 
 
 # ---------------------------------------------------------------- speculative decoding

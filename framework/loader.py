@@ -18,7 +18,12 @@ from typing import Any
 from stepwall.errors import SpecError, did_you_mean
 
 # Sections a scenario may name from the catalog, and the catalog folder for each.
-CATALOG_DIRS = {"model": "models", "hardware": "hardware", "cluster": "clusters"}
+CATALOG_DIRS = {
+    "model": "models",
+    "hardware": "hardware",
+    "cluster": "clusters",
+    "engine": "engines",
+}
 
 Flat = dict[str, tuple[Any, str]]  # dotted key -> (value, file it came from)
 
@@ -147,7 +152,13 @@ def load_flat(path: Path, folder: str, stack: tuple[Path, ...]) -> Flat:
     )
     base.pop("name", None)
     base.pop("description", None)
-    return {**base, **flat}
+    merged = {**base, **flat}
+    for key in base.keys() & flat.keys():  # a sources table extends its base's, entry by entry
+        if key.rpartition(".")[2] == "sources":
+            (theirs, _), (mine, origin) = base[key], flat[key]
+            if isinstance(theirs, dict) and isinstance(mine, dict):
+                merged[key] = ({**theirs, **mine}, origin)
+    return merged
 
 
 def expand_references(flat: Flat, stack: tuple[Path, ...]) -> tuple[Flat, dict[str, str]]:
@@ -179,6 +190,33 @@ def expand_references(flat: Flat, stack: tuple[Path, ...]) -> tuple[Flat, dict[s
         merged.update(overrides)
         out.update(merged)
     return out, files
+
+
+INLINE = "inline scenario"  # where an inline scenario's keys come from, in errors
+
+
+def read_scenario(ref: str) -> tuple[Path, Flat]:
+    """A scenario's file and keys (after its own ``from`` chain). ``ref`` is a catalog name,
+    a path, or an inline composition of catalog entries (what ``stepwall search`` prints in
+    the commands that reproduce its points)::
+
+        model=deepseek-v3-fp8,hardware=h200,cluster=hgx-h200-ib,engine=trtllm
+
+    The other sections (workload, parallel, decoding) then come from ``--set``."""
+    if "=" in ref and not Path(ref).exists():
+        flat: Flat = {"name": (ref, INLINE)}
+        for part in ref.split(","):
+            key, sep, value = (x.strip() for x in part.partition("="))
+            if not sep or key not in CATALOG_DIRS or not value:
+                expect = (
+                    f"SECTION=NAME with SECTION one of: {', '.join(CATALOG_DIRS)}; "
+                    "e.g. model=deepseek-v3-fp8,hardware=h200,cluster=hgx-h200-ib"
+                )
+                raise SpecError(INLINE, key or part, "not a catalog reference", expect)
+            flat[key] = (value, INLINE)
+        return Path(INLINE), flat
+    path = find_spec_file(ref, "scenarios", where="scenario", key="", base=Path.cwd())
+    return path, load_flat(path, "scenarios", ())
 
 
 def parse_set(assignment: str) -> tuple[str, Any]:

@@ -1,10 +1,14 @@
 """The step model: a scenario's terms composed into step time and metrics.
 
-step time   t  = Σ terms  (terms sharing an ``overlap`` tag contribute Max over their groups)
-per user       = τ / t                      (accepted tokens per step over step time)
+step time   t  = Σ terms  (terms sharing an ``overlap`` tag run concurrently: Max over lanes)
+per user       = τ / t                      (tokens each user gets per step over step time)
 aggregate      = dp · C · τ / t             (C users per replica, dp replicas)
 per GPU        = aggregate / (dp · GPUs per replica)
-memory per GPU = weights + KV cache, against the hardware's usable capacity
+TTFT           = t_ttft                     (one prompt prefilled alone on a replica)
+request        = t_ttft + OSL · t / τ        (one request's end-to-end latency)
+prefill rate   = prompt / (t_ttft · GPUs per replica)
+P/D pools      = decode pool's prompt demand (aggregate · ISL/OSL) / prefill rate GPUs
+memory per GPU = weights + KV cache, against the capacity × the engine's memory fraction
 
 Expressions stay symbolic in every parameter; numbers enter only in `evaluate`, through one
 ``lambdify(cse=True)`` per model shape (`stepwall.compiled.CompiledModel`).
@@ -29,6 +33,7 @@ from stepwall.compiled import (
     DIAGNOSTIC_METRICS,
     METRIC_UNITS,
     METRICS,
+    OPTIONAL_METRICS,
     CompiledModel,
     ConstraintInfo,
     OpInfo,
@@ -40,11 +45,12 @@ from stepwall.compiled import (
     value_of,
 )
 from stepwall.constraints import Violation, composer_constraints, violation
+from stepwall.economics import energy_metrics
 from stepwall.errors import PluginError, SpecError
 from stepwall.registry import Registry
 from stepwall.scenario import Scenario
 from stepwall.symbols import Parameter, constants_in, for_lambdify, rebuild
-from stepwall.terms import Constraint, Decoding, Layout, Term, Workload
+from stepwall.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
 from stepwall.validation import load_scenario
 
 __all__ = [
@@ -69,6 +75,9 @@ class StepModel:
     metrics: Mapping[str, sp.Expr]
     constraints: tuple[Constraint, ...] = ()
     structural_keys: frozenset[str] = frozenset()  # numeric keys whose value shaped the model
+    engine: Engine = attrs.field(factory=Engine)
+    steps: tuple[Step, ...] = ()  # the scenario's own step, then the others (ttft)
+    ttft_terms: tuple[Term, ...] = ()  # the terms of one prompt prefilled alone
     # the compiled model, shared by every StepModel of the same shape (see `build_model`)
     shared: list[CompiledModel] = attrs.field(factory=list, eq=False, repr=False)
 
@@ -116,7 +125,8 @@ class StepModel:
             if not bool(np.all(ev["constraints"][c.name]))
         ]
         if not out and not bool(np.all(ev["feasible"])):
-            bad = [m for m in METRICS if not np.all(np.isfinite(np.asarray(ev[m], dtype=float)))]
+            bad = [m for m in METRICS if m not in OPTIONAL_METRICS
+                   and not np.all(np.isfinite(np.asarray(ev[m], dtype=float)))]  # fmt: skip
             why = "a parameter is zero or out of its physical range"
             c = Constraint("finite", sp.true, why, (), "stepwall")
             out.append(Violation(c, self.scenario.label, "", f"{', '.join(bad)} is not finite"))
@@ -157,7 +167,8 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
     """The model's one ``lambdify`` (and, with ``scalar``, its plain-Python form for one
     point) and the names that read its outputs."""
     params = model.parameters
-    exprs = [model.metrics[m] for m in METRICS] + [t.expr for t in model.terms]
+    # a metric the specs cannot give (energy without a board power) is NaN: unknown
+    exprs = [model.metrics.get(m, sp.nan) for m in METRICS] + [t.expr for t in model.terms]
     exprs += [e for op in model.workload.ops for e in (op.bytes, op.flops)]
     exprs += [c.relation for c in model.constraints]
     names, renamed = for_lambdify(params, exprs)
@@ -184,14 +195,17 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
 
 
 def compose_step_time(terms: Sequence[Term]) -> sp.Expr:
-    """Σ terms, where terms sharing an overlap tag contribute Max over their groups' sums."""
+    """Σ terms, where terms sharing an overlap tag run concurrently and contribute the Max
+    over their lanes' sums. A tag ``"tbo.experts/comm"`` names the lane after the slash; a bare tag
+    uses the term's group as its lane."""
     plain = [t.expr for t in terms if not t.overlap]
     tagged: dict[str, dict[str, list[sp.Expr]]] = defaultdict(lambda: defaultdict(list))
     for t in terms:
         if t.overlap:
-            tagged[t.overlap][t.group].append(t.expr)
+            tag, _, lane = t.overlap.partition("/")
+            tagged[tag][lane or t.group].append(t.expr)
     overlapped = [
-        sp.Max(*(sp.Add(*g) for g in groups.values()), evaluate=False) for groups in tagged.values()
+        sp.Max(*(sp.Add(*g) for g in lanes.values()), evaluate=False) for lanes in tagged.values()
     ]
     return sp.Add(*plain, *overlapped)
 
@@ -233,7 +247,9 @@ def _with_constants(scenario: Scenario, values: Mapping[Parameter, float]) -> Sc
 
 
 def _build(scenario: Scenario, registry: Registry) -> StepModel:
-    """The flow itself, for a scenario whose shape was not built before."""
+    """The flow itself, for a scenario whose shape was not built before: decoding, engine,
+    layout, then for each step (the scenario's own, then time to first token) the model's
+    work and its compute, collective and fixed terms."""
 
     def need(result: Any, hook: str, section: str) -> Any:
         if result is None:
@@ -247,50 +263,59 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
 
     decoding = need(registry.call_owner("stepwall_decoding", scenario), "stepwall_decoding",
                     "decoding")  # fmt: skip
+    engine = need(registry.call_owner("stepwall_engine", scenario), "stepwall_engine", "engine")
     layout = need(
         registry.call_owner("stepwall_partition", scenario, decoding=decoding),
         "stepwall_partition",
         "parallel",
     )
-    workload = need(
-        registry.call_owner("stepwall_model_work", scenario, decoding=decoding, layout=layout),
-        "stepwall_model_work",
-        "model",
-    )
-    compute = need(
-        registry.call_owner("stepwall_compute_terms", scenario, ops=workload.ops),
-        "stepwall_compute_terms",
-        "hardware",
-    )
-    comm = need(
+    steps = need(
         registry.call_owner(
-            "stepwall_collective_terms", scenario, collectives=workload.collectives
+            "stepwall_steps", scenario, decoding=decoding, layout=layout, engine=engine
         ),
-        "stepwall_collective_terms",
-        "cluster.scale_up",
+        "stepwall_steps",
+        "workload",
     )
-    fixed = registry.call_each(
-        "stepwall_fixed_terms", scenario, workload=workload, decoding=decoding
-    )
-    terms = [*compute, *comm, *(t for ts in fixed for t in ts)]
-    _unique("terms", terms)
+    if not steps or [s.name for s in steps[1:]] != ["ttft"]:
+        raise PluginError(
+            f"plugin {registry.owner('workload', scenario.kinds.get('workload', ''))}: "
+            "stepwall_steps must return the scenario's step, then one named 'ttft'"
+        )
+    costed = [_cost(scenario, registry, decoding, layout, engine, s, need) for s in steps]
+    (workload, terms), (_, ttft_terms) = costed[0], costed[1]
+    ttft_terms = [attrs.evolve(t, name=f"ttft.{t.name}") for t in ttft_terms]
+    _unique("terms", [*terms, *ttft_terms])
     resident = registry.call_owner("stepwall_device_memory", scenario, workload=workload)
     if resident is None:
         resident = workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu
-    t = compose_step_time(terms)
-    tau, users = decoding.accepted_tokens, layout.users
-    capacity = scenario.params.hardware.memory_capacity
+    step, ttft = steps
+    t, t_ttft = compose_step_time(terms), compose_step_time(ttft_terms)
+    gpus = layout.gpus_per_replica
+    aggregate = layout.dp * step.users * step.produced / t
+    prefill_rate = ttft.users * ttft.tokens_per_user / (t_ttft * gpus)
+    # a separate prefill pool feeding this decode pool: each request's prompt (ttft step)
+    # per step.produced·(OSL) output tokens; GPUs it needs at the measured prefill rate
+    demand = aggregate * ttft.tokens_per_user / step.completion
+    prefill_gpus = demand / prefill_rate
+    # what the engine lets weights and KV cache use of the device's memory
+    capacity = scenario.params.hardware.memory_capacity * engine.memory_fraction
     metrics = {
         "step_time_s": t,
-        "tokens_per_s_per_user": tau / t,
-        "tokens_per_s": layout.dp * users * tau / t,
-        "tokens_per_s_per_gpu": users * tau / (t * layout.gpus_per_replica),
-        "gpus": layout.dp * layout.gpus_per_replica,
+        "tokens_per_s_per_user": step.produced / t,
+        "tokens_per_s": aggregate,
+        "tokens_per_s_per_gpu": step.users * step.produced / (t * gpus),
+        "ttft_s": t_ttft,
+        "request_s": t_ttft + step.completion * t / step.produced,
+        "prefill_tokens_per_s_per_gpu": prefill_rate,
+        "pd_prefill_gpus": prefill_gpus,
+        "pd_tokens_per_s_per_gpu": aggregate / (layout.dp * gpus + prefill_gpus),
+        "gpus": layout.dp * gpus,
         "memory_bytes_per_gpu": resident,
         "weight_bytes_per_gpu": workload.weight_bytes_per_gpu,
         "kv_bytes_per_gpu": workload.kv_bytes_per_gpu,
         "memory_capacity_per_gpu": capacity,
     }
+    metrics.update(energy_metrics(scenario, metrics["tokens_per_s_per_gpu"]))
     stated = registry.call_each(
         "stepwall_constraints", scenario, decoding=decoding, layout=layout, workload=workload
     )
@@ -301,7 +326,7 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     )
     constraints = [  # the plugins' first: a root cause reads better than its symptom
         *(c for cs in stated for c in cs),
-        *composer_constraints(terms, resident, capacity, levers),
+        *composer_constraints([*terms, *ttft_terms], resident, capacity, levers),
     ]
     _unique("constraints", constraints)
     # Physical constants that the model uses join the values, wherever they were declared.
@@ -316,7 +341,43 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         metrics,
         tuple(constraints),
         frozenset(scenario.reads),
+        engine,
+        tuple(steps),
+        tuple(ttft_terms),
     )
+
+
+def _cost(
+    scenario: Scenario,
+    registry: Registry,
+    decoding: Decoding,
+    layout: Layout,
+    engine: Engine,
+    step: Step,
+    need: Any,
+) -> tuple[Workload, list[Term]]:
+    """One step's work and terms: model work, then compute, collective and fixed terms."""
+    workload = need(
+        registry.call_owner("stepwall_model_work", scenario, decoding=decoding, layout=layout,
+                            step=step, engine=engine),
+        "stepwall_model_work",
+        "model",
+    )  # fmt: skip
+    compute = need(
+        registry.call_owner("stepwall_compute_terms", scenario, ops=workload.ops, engine=engine),
+        "stepwall_compute_terms",
+        "hardware",
+    )
+    comm = need(
+        registry.call_owner(
+            "stepwall_collective_terms", scenario, collectives=workload.collectives
+        ),
+        "stepwall_collective_terms",
+        "cluster.scale_up",
+    )
+    fixed = registry.call_each("stepwall_fixed_terms", scenario, workload=workload,
+                               decoding=decoding, step=step, engine=engine)  # fmt: skip
+    return workload, [*compute, *comm, *(t for ts in fixed for t in ts)]
 
 
 def _unique(what: str, items: Sequence[Term | Constraint]) -> None:
@@ -333,14 +394,19 @@ def _unique(what: str, items: Sequence[Term | Constraint]) -> None:
 def check_entry(path: Path, section: str, registry: Registry | None = None) -> list[str]:
     """Check a catalog entry's own constraints (those whose keys all lie in ``section``, e.g.
     ``n_dense_layers <= n_layers`` for a model) by putting it into the first catalog scenario
-    of the same kind; raise a SpecError for a violated one. Returns plausibility warnings."""
+    of the same kind that takes the entry as it is (not one that overrides its values in a
+    ``[section]`` table of its own); raise a SpecError for a violated one. Returns
+    plausibility warnings."""
     import tempfile
 
-    from stepwall.loader import catalog_names
+    from stepwall.loader import catalog_names, catalog_root, read_toml
 
     registry = registry or registries.default()
     with tempfile.TemporaryDirectory() as tmp:
         for name in catalog_names("scenarios"):
+            if isinstance(read_toml(catalog_root() / "scenarios" / f"{name}.toml").get(section),
+                          dict):  # fmt: skip
+                continue  # it overrides some of the entry's values
             probe = Path(tmp) / "probe.toml"
             probe.write_text(f'from = "{name}"\n{section} = {json.dumps(str(path.resolve()))}\n')
             try:

@@ -10,13 +10,21 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from stepwall.errors import SpecError
 
 REPORT_MARKER = "REPORT.md"  # a folder holding this was written by `stepwall report`
+
+
+def umask_mode(folder: bool = False) -> int:
+    """The mode a plain ``open``/``mkdir`` would give under the process's umask (mkstemp and
+    mkdtemp give 0600/0700: a shared page or report would be private to its writer)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if folder else 0o666) & ~mask
 
 
 def _writable_folder(folder: Path, where: str, target: str) -> None:
@@ -43,13 +51,15 @@ def file_target(path: str, where: str = "-o", suffixes: tuple[str, ...] = ()) ->
     return p
 
 
-def folder_target(path: str, where: str = "-o") -> Path:
-    """Check that ``path`` can become a report folder: new, empty, or a previous report's.
-    Missing parent folders are created when the report is written."""
+def folder_target(path: str, where: str = "-o", page: Path | None = None) -> Path:
+    """Check that ``path`` can become a report folder: new, empty, or a previous report's
+    (one holding REPORT.md, or the folder of the existing report page ``page``). Missing
+    parent folders are created when the report is written."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise SpecError(where, path, "is a file", "a folder for the report")
-    if p.is_dir() and any(p.iterdir()) and not (p / REPORT_MARKER).is_file():
+    previous = (p / REPORT_MARKER).is_file() or (page is not None and page.is_file())
+    if p.is_dir() and any(p.iterdir()) and not previous:
         raise SpecError(where, path, "is a folder that holds other files",
                         "a new or empty folder, or a previous report's")  # fmt: skip
     ancestor = p.parent
@@ -59,14 +69,20 @@ def folder_target(path: str, where: str = "-o") -> Path:
     return p
 
 
-def write_file(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file, then a rename)."""
+def write_file(path: Path, data: str | bytes, check: Callable[[Path], Any] | None = None) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file, then a rename); ``check``, if
+    given, reads the temporary file (named with ``path``'s suffix) first and raises to keep
+    the target as it was."""
     raw = data.encode() if isinstance(data, str) else data
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        suffix = ".tmp" if check is None else path.suffix
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+        os.fchmod(fd, umask_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+        if check is not None:
+            check(Path(tmp))
         os.replace(tmp, path)
         tmp = None
     except OSError as e:
@@ -90,6 +106,7 @@ def write_stream(path: Path, fmt: Any, table: Any) -> int:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, umask_mode())
         f: IO[Any] = (
             os.fdopen(fd, "wb") if fmt.binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
         )
@@ -112,6 +129,7 @@ def write_folder(path: Path, files: Mapping[str, bytes]) -> list[Path]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
+        work.chmod(umask_mode(folder=True))
         for name, data in files.items():
             (work / name).write_bytes(data)
         if path.exists():

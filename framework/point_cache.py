@@ -24,7 +24,6 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -63,11 +62,10 @@ def key(ref: str, sets: Sequence[str]) -> str | None:
     cannot be read (the full path then says why) or the code cannot be identified."""
     from stepwall.compiled import code_identity
     from stepwall.errors import StepwallError
-    from stepwall.loader import expand_references, find_spec_file, load_flat
+    from stepwall.loader import expand_references, read_scenario
 
     try:
-        path = find_spec_file(ref, "scenarios", where="scenario", key="", base=Path.cwd())
-        flat = load_flat(path, "scenarios", ())
+        path, flat = read_scenario(ref)
         flat, _ = expand_references(flat, (path.resolve(),))
     except (StepwallError, OSError, RecursionError):
         return None

@@ -44,7 +44,7 @@ BUILTIN_PLUGINS = (
     "stepwall.plugins.interconnect",
     "stepwall.plugins.parallelism",
     "stepwall.plugins.decoding",
-    "stepwall.plugins.overhead",
+    "stepwall.plugins.engine",
     "stepwall.plugins.workload",
     "stepwall.analyses",
     "stepwall.report.blocks",
@@ -54,7 +54,9 @@ BUILTIN_PLUGINS = (
 # The section whose kind selects the plugin for each kind-selected hook.
 OWNED_HOOKS = {
     "stepwall_decoding": "decoding",
+    "stepwall_engine": "engine",
     "stepwall_partition": "parallel",
+    "stepwall_steps": "workload",
     "stepwall_model_work": "model",
     "stepwall_compute_terms": "hardware",
     "stepwall_collective_terms": "cluster.scale_up",
@@ -65,6 +67,7 @@ ENTRY_HOOKS = {
     "analyses": ("stepwall_analyses", "analysis"),
     "blocks": ("stepwall_report_blocks", "report block"),
     "formats": ("stepwall_formats", "output format"),
+    "primitives": ("stepwall_primitives", "primitive"),
 }
 
 
@@ -72,7 +75,7 @@ class Registry:
     """A built plugin manager with the kinds and entries its plugins declare.
 
     ``problems`` maps each skipped third-party plugin to why; ``import_seconds`` how long
-    each plugin took to import; ``models`` keeps built models by shape (`build_model`).
+    each installed plugin took to import; ``models`` keeps built models by shape (`build_model`).
     """
 
     def __init__(
@@ -123,6 +126,10 @@ class Registry:
     @property
     def formats(self) -> dict[str, Any]:
         return self._gather("formats")
+
+    @property
+    def primitives(self) -> dict[str, Any]:
+        return self._gather("primitives")
 
     def _gather(self, attr: str) -> dict[str, Any]:
         if attr not in self._entries:
@@ -282,11 +289,13 @@ def _returns() -> dict[str, tuple[type, bool]]:
     """What each hook returns: (type, whether a list of it)."""
     import sympy as sp
 
-    from stepwall.terms import Constraint, Decoding, Layout, Term, Workload
+    from stepwall.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
 
     return {
         "stepwall_decoding": (Decoding, False),
+        "stepwall_engine": (Engine, False),
         "stepwall_partition": (Layout, False),
+        "stepwall_steps": (Step, True),
         "stepwall_model_work": (Workload, False),
         "stepwall_compute_terms": (Term, True),
         "stepwall_collective_terms": (Term, True),
@@ -407,12 +416,12 @@ def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registr
     """
     pm = pluggy.PluginManager("stepwall")
     pm.add_hookspecs(hookspecs)
+    # import times of installed plugins only: the built-ins' are the framework's own (and
+    # timing them would make output depend on how busy the machine is)
     seconds: dict[str, float] = {}
     for modname in BUILTIN_PLUGINS:
-        start = time.perf_counter()
         module = importlib.import_module(modname)
         short = modname.removeprefix("stepwall.").removeprefix("plugins.").replace(".", "_")
-        seconds[short] = time.perf_counter() - start
         pm.register(module, name=short)
     try:
         pm.check_pending()

@@ -30,6 +30,9 @@ class Scenario:
     sources: Mapping[str, str] = attrs.field(factory=dict)  # spec path -> cited source
     overrides: tuple[str, ...] = ()  # the --set assignments applied, in order
     warnings: tuple[str, ...] = ()  # values far outside their quantity's physical range
+    # spec path -> (low, high) in SI for values given as ranges (`stepwall.ranges`); ``values``
+    # holds their nominal values
+    ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)
     reads: set[str] = attrs.field(factory=set, eq=False, repr=False)
     by_path: dict[str, Parameter] = attrs.field(init=False, eq=False, repr=False)
 

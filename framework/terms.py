@@ -14,7 +14,6 @@ import sympy as sp
 
 from stepwall import symbols
 from stepwall.errors import DimensionError
-from stepwall.laws import launch_time
 from stepwall.units import DIMENSIONLESS, INFORMATION, OPERATION, TIME, Dim
 
 _NOT_FINITE = (sp.nan, sp.zoo, sp.oo, -sp.oo)
@@ -68,11 +67,22 @@ class Term:
         object.__setattr__(self, "expr", checked)
 
 
+PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor cores run
+OP_KINDS = ("gemm", "grouped_gemm", "attention", "elementwise")
+
+
 @attrs.frozen
 class Op:
-    """Per-GPU work of one step: bytes moved from memory and FLOPs, for ``kernels`` launches.
+    """Per-GPU work of one step: bytes moved from memory and FLOPs, in ``kernels`` launches.
 
-    The hardware plugin turns an Op into a Term (roofline: the slower of memory and compute).
+    ``kind`` says which floors and efficiencies apply (a weight-streaming GEMM, the grouped
+    GEMMs of the routed experts, decode/prefill attention, or small elementwise kernels);
+    ``precision`` the math the tensor cores run (an INT4 W4A16 GEMM computes in bf16, an NVFP4
+    one in fp4); ``rows`` the tokens through each GEMM (per expert for grouped GEMMs), or the
+    KV tokens each query attends to in an attention kernel, which set how close it gets to
+    its compute plateau (0: no such ramp); ``serial_bytes`` the
+    bytes one sequence must stream by itself (one user's KV cache in decode attention, which
+    a kernel can split only so far). The hardware plugin turns an Op into Terms.
     """
 
     name: str
@@ -83,25 +93,43 @@ class Op:
     group: str
     kernels: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
     overlap: str = ""
+    kind: str = "gemm"
+    precision: str = "bf16"
+    rows: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
+    serial_bytes: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
 
     def __attrs_post_init__(self) -> None:
         for attr, want in (
             ("bytes", INFORMATION),
             ("flops", OPERATION),
             ("kernels", DIMENSIONLESS),
+            ("rows", DIMENSIONLESS),
+            ("serial_bytes", INFORMATION),
         ):
             checked = _check(
                 getattr(self, attr), want, what=f"op {attr}", name=self.name, plugin=self.plugin
             )
             object.__setattr__(self, attr, checked)
+        if self.kind not in OP_KINDS:
+            raise DimensionError(f"op kind {self.kind!r} is not one of {', '.join(OP_KINDS)}",
+                                 term=self.name, plugin=self.plugin)  # fmt: skip
+        if self.precision not in PRECISIONS:
+            raise DimensionError(
+                f"op precision {self.precision!r} is not one of {', '.join(PRECISIONS)}",
+                term=self.name,
+                plugin=self.plugin,
+            )
 
 
 @attrs.frozen
 class Collective:
     """A collective a parallel layout needs each step.
 
-    ``op`` is all_reduce or all_to_all; ``group`` GPUs take part; ``size`` is the bytes each
-    GPU contributes per call; ``count`` calls per step.
+    ``op`` is all_reduce, all_to_all, or send (point to point: a prompt's KV cache to a decode
+    pool); ``group`` GPUs take part; ``size`` is the bytes each GPU contributes per call;
+    ``count`` calls per step. ``inside``: of the group, how many ranks share a scale-up domain
+    (placement: an EP group whose ranks are TP groups of a whole node has one rank per node);
+    0 means as many as the domain holds.
     """
 
     name: str
@@ -112,14 +140,16 @@ class Collective:
     plugin: str
     why: str
     overlap: str = ""
+    inside: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
 
     def __attrs_post_init__(self) -> None:
-        if self.op not in ("all_reduce", "all_to_all"):
+        if self.op not in ("all_reduce", "all_to_all", "send"):
             raise ValueError(f"collective {self.name}: unknown op {self.op!r}")
         for attr, want in (
             ("group", DIMENSIONLESS),
             ("size", INFORMATION),
             ("count", DIMENSIONLESS),
+            ("inside", DIMENSIONLESS),
         ):
             checked = _check(
                 getattr(self, attr),
@@ -168,14 +198,18 @@ class Constraint:
 
 @attrs.frozen
 class Decoding:
-    """What a decoding plugin decides: verify tokens per user M, accepted tokens τ, and the
+    """What a decoding plugin decides: verify tokens per user M, accepted tokens τ, the
     drafting work per step as times on the reference engine (``host``: drafter forward, tree
-    building). The engine's plugin (``overhead``) turns ``host`` into terms, scaled by its
-    own factor: dispatch-bound work speeds up with the engine, not the GPU."""
+    building; the engine's plugin turns them into terms at its own speed), and drafting the
+    model plugin costs on the GPU like its own layers: ``draft_passes`` sequential passes of
+    one token per user through ``draft_layers`` decoder layers and the LM head (an MTP
+    module)."""
 
     verify_tokens: sp.Expr
     accepted_tokens: sp.Expr
     host: tuple[Term, ...] = ()
+    draft_passes: sp.Expr = sp.S.Zero
+    draft_layers: sp.Expr = sp.S.Zero
 
 
 @attrs.frozen
@@ -188,10 +222,72 @@ class Layout:
     gpus_per_replica: sp.Expr
     users: sp.Expr  # users (concurrency) per replica
     users_per_attention_rank: sp.Expr
-    overlap_ep: bool = False
     imbalance: sp.Expr = sp.S.One  # load of the busiest EP rank over the mean
     redundant_experts: sp.Expr = sp.S.Zero  # extra expert replicas held (EPLB)
     uneven: bool = False  # degrees need not divide heads / experts (busiest rank sets time)
+
+
+@attrs.frozen
+class Engine:
+    """What the serving engine decides (the ``engine`` section's plugin): the kernels it
+    launches per decoder layer besides the model's GEMMs, attention and experts (norms,
+    RoPE, quantisation, top-k, residual adds: ``layer_kernels``); a factor on the hardware's
+    kernel floors for its kernel library (``floor_factor``: 1 for the reference library the
+    floors were measured with, 0 for an estimator without floors); the fraction of HBM
+    bandwidth its kernels stream at, where it states one (``memory_efficiency``, else the
+    hardware's per kind of kernel); the host time added per
+    kernel launch (``launch_overhead``: 0 under CUDA graphs); and how it overlaps work:
+    two-batch overlap of communication with compute (``two_batch_overlap``, with the share of
+    the GPU the communication kernels take, ``comm_sm_fraction``), shared experts on a side
+    stream during dispatch (``overlap_shared_experts``), and the most prompt tokens one
+    iteration prefills per attention rank in aggregated serving (``prefill_chunk``); the share
+    of device memory it gives weights and the KV cache (``memory_fraction``)."""
+
+    layer_kernels: sp.Expr = sp.S.Zero
+    floor_factor: sp.Expr = sp.S.One
+    launch_overhead: sp.Expr = sp.S.Zero
+    memory_efficiency: sp.Expr | None = None  # overrides the hardware's per-kind efficiencies
+    two_batch_overlap: bool = False
+    comm_sm_fraction: sp.Expr = sp.S.Zero
+    overlap_shared_experts: bool = False
+    prefill_chunk: sp.Expr = attrs.field(factory=lambda: sp.Integer(8192))
+    memory_fraction: sp.Expr = sp.S.One  # of device memory, for weights and KV cache
+
+
+@attrs.frozen
+class Step:
+    """One forward pass the model is costed for. ``name``: ``decode`` or ``prefill`` for the
+    scenario's own step, ``ttft`` for one prompt prefilled alone (time to first token).
+    ``users`` per replica and ``users_per_rank`` on the busiest attention rank;
+    ``tokens_per_user`` each user puts through the pass (M verify tokens, or the prompt);
+    ``context`` tokens each user already holds in the KV cache; ``produced`` tokens each user
+    gets from the pass (τ when decoding, the prompt when prefilling). In aggregated serving a
+    decode iteration also prefills ``prefill_tokens`` prompt tokens per replica, of which the
+    busiest attention rank takes ``prefill_tokens_rank``. ``kv_transfer`` prompt tokens whose
+    KV cache is sent to a decode pool after the pass (disaggregated serving). ``completion``
+    output tokens per request (OSL), for sizing a separate prefill pool."""
+
+    name: str
+    users: sp.Expr
+    users_per_rank: sp.Expr
+    tokens_per_user: sp.Expr
+    context: sp.Expr
+    produced: sp.Expr
+    prefill_tokens: sp.Expr = sp.S.Zero
+    prefill_tokens_rank: sp.Expr = sp.S.Zero
+    prefill_context: sp.Expr = sp.S.Zero  # mean tokens a prefilled prompt token attends to
+    kv_transfer: sp.Expr = sp.S.Zero
+    completion: sp.Expr = sp.S.One
+
+    @property
+    def tokens(self) -> sp.Expr:
+        """Tokens through the replica's GEMMs in this pass: users·M plus prefill tokens."""
+        return self.users * self.tokens_per_user + self.prefill_tokens
+
+    @property
+    def tokens_rank(self) -> sp.Expr:
+        """Tokens through the busiest attention rank in this pass."""
+        return self.users_per_rank * self.tokens_per_user + self.prefill_tokens_rank
 
 
 @attrs.frozen
@@ -207,13 +303,3 @@ class Workload:
     kv_bytes_per_gpu: sp.Expr
     layers: sp.Expr
     weight_parts: Mapping[str, sp.Expr] = attrs.field(factory=dict)
-
-
-def launch_terms(ops: tuple[Op, ...], latency: sp.Expr, plugin: str) -> list[Term]:
-    """The step's kernel launches as one term, (Σ kernels)·t_launch (`laws.launch_time`);
-    none when no op launches kernels. For hardware plugins that charge launches per step."""
-    kernels = sp.Add(*(op.kernels for op in ops))
-    if kernels == 0:
-        return []
-    return [Term("kernel_launches", launch_time(kernels, latency), plugin,
-                 "kernel launches per step × launch latency", "base")]  # fmt: skip

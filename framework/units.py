@@ -8,7 +8,8 @@ base dimensions, magnitudes are SI floats, and expressions never carry units: sy
 dimensions from the symbol catalog and every number in an expression is dimensionless.
 
 Base dimensions: ``time`` (s), ``information`` (B, byte), ``operation`` (FLOP),
-``mass`` (kg) and ``length`` (m) — the last two only so that W and J are expressible.
+``mass`` (kg) and ``length`` (m) — the last two only so that W and J are expressible — and
+``currency`` (USD), so that a price per GPU-hour (``"2.69 USD/h"``) is checked like the rest.
 Counts (tokens, users, experts, layers) are dimensionless; ``tokens`` is accepted in unit
 strings for readability and has magnitude 1.
 """
@@ -21,8 +22,9 @@ from fractions import Fraction
 
 from stepwall.errors import DimensionError, UnitError
 
-BASES = ("time", "information", "operation", "mass", "length")
-_SYMBOL = {"time": "s", "information": "B", "operation": "FLOP", "mass": "kg", "length": "m"}
+BASES = ("time", "information", "operation", "mass", "length", "currency")
+_SYMBOL = {"time": "s", "information": "B", "operation": "FLOP", "mass": "kg", "length": "m",
+           "currency": "USD"}  # fmt: skip
 
 
 class Dim:
@@ -90,6 +92,8 @@ COMPUTE_RATE = OPERATION / TIME
 FREQUENCY = DIMENSIONLESS / TIME
 ENERGY = Dim(mass=1, length=2, time=-2)
 POWER = ENERGY / TIME
+CURRENCY = Dim(currency=1)
+PRICE_RATE = CURRENCY / TIME  # a rental price: USD per GPU-hour
 
 # Named dimensions that spec fields declare (`dim="bandwidth"`), and how they read in errors.
 NAMED: dict[str, Dim] = {
@@ -102,6 +106,7 @@ NAMED: dict[str, Dim] = {
     "frequency": FREQUENCY,
     "energy": ENERGY,
     "power": POWER,
+    "price_rate": PRICE_RATE,
 }
 _EXAMPLE = {
     DIMENSIONLESS: "a plain number",
@@ -113,6 +118,7 @@ _EXAMPLE = {
     FREQUENCY: 'a rate such as "1 Hz"',
     ENERGY: 'an energy such as "1 J"',
     POWER: 'a power such as "700 W"',
+    PRICE_RATE: 'a price per hour such as "2.69 USD/h"',
 }
 
 
@@ -125,6 +131,7 @@ PLAUSIBLE: dict[Dim, tuple[str, str]] = {
     INFORMATION: ("1 bit", "100 PB"),
     TIME: ("1 ps", "1000 s"),
     POWER: ("1 W", "100 MW"),
+    PRICE_RATE: ("0.01 USD/h", "100000 USD/h"),
 }
 
 
@@ -164,6 +171,8 @@ _BASE_UNITS: dict[str, tuple[float, Dim, bool]] = {
     "m": (1.0, Dim(length=1), True),
     "token": (1.0, DIMENSIONLESS, True),
     "tokens": (1.0, DIMENSIONLESS, True),
+    "USD": (1.0, CURRENCY, False),
+    "h": (3600.0, TIME, False),
 }
 _PREFIXES: dict[str, float] = {
     "k": 1e3,

@@ -29,8 +29,10 @@ from stepwall.loader import (
     flatten,
     load_flat,
     parse_set,
+    read_scenario,
     read_toml,
 )
+from stepwall.ranges import check_range, is_range
 from stepwall.scenario import Scenario
 from stepwall.symbols import Parameter, parameter
 from stepwall.units import DIMENSIONLESS, Dim, describe, implausible, parse_quantity
@@ -49,9 +51,11 @@ def check_value(
     where: str,
     key: str,
     warnings: list[str] | None = None,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> Any:
     """A spec value checked against its field: a boolean, a choice, text, or a quantity
-    with the field's dimension and bounds."""
+    with the field's dimension and bounds. A quantity written as a range (``"7.2..8 TB/s"``,
+    `stepwall.ranges`) gives its nominal value and records (low, high) in ``ranges``."""
     meta = f.metadata
     if meta.get("bool"):
         if not isinstance(value, bool):
@@ -74,6 +78,8 @@ def check_value(
             raise SpecError(where, key, f"{value!r} is not text", "a string")
         return value
     dim: Dim = meta["dim"]
+    if is_range(value):
+        return check_range(f, value, where, key, warnings, ranges)
     try:
         magnitude, found = parse_quantity(value)
     except UnitError as e:
@@ -125,10 +131,16 @@ _converter = cattrs.Converter(forbid_extra_keys=True)
 
 
 def structure_section(
-    section: str, spec: KindSpec, raw: Flat, home: str, warnings: list[str] | None = None
+    section: str,
+    spec: KindSpec,
+    raw: Flat,
+    home: str,
+    warnings: list[str] | None = None,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> tuple[Any, dict[Parameter, float]]:
     """One section's keys checked against its kind's fields (``home`` is the file blamed for
-    a missing key); returns the attrs object and its parameters with SI values."""
+    a missing key); returns the attrs object and its parameters with SI values (ranged values
+    at their nominal value, their ends recorded in ``ranges``)."""
     fields = {f.name: f for f in attrs.fields(spec.fields)}
     known = set(fields) | set(META_KEYS)
     data: dict[str, Any] = {}
@@ -154,7 +166,7 @@ def structure_section(
                     f"keys among: {', '.join(sorted(fields))}",
                 )
             continue
-        data[name] = check_value(fields[name], value, where, full, warnings)
+        data[name] = check_value(fields[name], value, where, full, warnings, ranges)
     for name, f in fields.items():
         if name not in data and f.default is attrs.NOTHING:
             raise SpecError(
@@ -202,7 +214,12 @@ def kind_of(section: str, flat: Flat, kinds: Kinds) -> tuple[str | None, str]:
             )
         return value, where
     defaults = [k for (s, k), spec in kinds.items() if s == section and spec.default]
-    return (defaults[0], "") if defaults else (None, "")
+    if defaults:
+        return defaults[0], ""
+    # a section with keys whose only kind is obvious needs no `kind =` (hardware.fp8)
+    only = [k for (s, k) in kinds if s == section]
+    given = any(key.startswith(f"{section}.") for key in flat)
+    return (only[0], "") if given and len(only) == 1 else (None, "")
 
 
 def _spec_for(section: str, kind: str, where: str, kinds: Kinds) -> KindSpec:
@@ -230,8 +247,10 @@ def _structure_all(
     home: str,
     files: Mapping[str, str],
     required: tuple[str, ...],
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> tuple[dict[str, Any], dict[Parameter, float], dict[str, str], list[str]]:
-    """Every section of ``flat``: (objects, parameter values, kinds used, warnings)."""
+    """Every section of ``flat``: (objects, parameter values, kinds used, warnings); ranged
+    values go into ``ranges`` (path -> (low, high)) when it is given, else are an error."""
     structured: dict[str, Any] = {}
     values: dict[Parameter, float] = {}
     used: dict[str, str] = {}
@@ -257,7 +276,7 @@ def _structure_all(
             continue
         spec = _spec_for(section, kind, named_in or home, kinds)
         where = files.get(section) or files.get(section.split(".")[0]) or home
-        obj, vals = structure_section(section, spec, raw, where, warnings)
+        obj, vals = structure_section(section, spec, raw, where, warnings, ranges)
         structured[section] = obj
         values.update(vals)
         used[section] = kind
@@ -267,17 +286,44 @@ def _structure_all(
 # ---------------------------------------------------------------- scenarios and entries
 
 
+# Keys renamed since the first release: still read, with a warning naming the new key.
+RENAMED = {
+    "overhead.per_step": "engine.per_step",
+    "overhead.per_layer": "engine.per_layer",
+    "overhead.native": "engine.native",
+    "parallel.overlap": "engine.two_batch_overlap",
+}
+DROPPED = {"overhead.kind": "fixed", "overhead.source": None, "overhead.sources": None}
+
+
+def _renamed(flat: Flat, warnings: list[str]) -> Flat:
+    """``flat`` with renamed keys under their new names (a warning each)."""
+    out = {}
+    for k, (v, origin) in flat.items():
+        if k in DROPPED and (DROPPED[k] is None or v == DROPPED[k]):
+            continue
+        if k in RENAMED:
+            warnings.append(f"{origin}:{k} is now {RENAMED[k]} (renamed; please update)")
+            k = RENAMED[k]
+        out[k] = (v, origin)
+    return out
+
+
 def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Scenario:
     """Read, merge, override and validate a scenario (a catalog name or a file path)."""
     sets = tuple(sets)
-    path = find_spec_file(str(ref), "scenarios", where="scenario", key="", base=Path.cwd())
-    flat = load_flat(path, "scenarios", ())
+    path, flat = read_scenario(str(ref))
     flat, files = expand_references(flat, (path.resolve(),))
+    renames: list[str] = []
+    flat = _renamed(flat, renames)
     name = str(flat.pop("name", (path.stem, ""))[0])
     flat.pop("description", None)
     sections = _sections(kinds)
     for assignment in sets:
         key, value = parse_set(assignment)
+        if key in RENAMED:
+            renames.append(f"--set {key} is now {RENAMED[key]} (renamed; please update)")
+            key = RENAMED[key]
         section = _section_of(key, sections)
         is_kind = section is not None and key == f"{section}.kind"
         if not is_kind and (section is None or not _is_field(key, section, flat, kinds)):
@@ -291,8 +337,9 @@ def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Sc
         raise SpecError(
             flat[k][1], k, f"unknown key{dym}", f"one of the sections: {', '.join(sections)}"
         )
+    ranges: dict[str, tuple[float, float]] = {}
     structured, values, used, warnings = _structure_all(
-        flat, sections, kinds, str(path), files, REQUIRED_SECTIONS
+        flat, sections, kinds, str(path), files, REQUIRED_SECTIONS, ranges
     )
     return Scenario(
         name,
@@ -303,7 +350,8 @@ def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Sc
         {k: v[1] for k, v in flat.items()},
         {p.name: _source_of(p.name, flat) for p in values},
         tuple("=".join(x.strip() for x in a.partition("=")[::2]) for a in sets),
-        tuple(dict.fromkeys(warnings)),
+        tuple(dict.fromkeys([*renames, *warnings])),
+        ranges=ranges,
     )
 
 
@@ -378,5 +426,5 @@ def check_file(ref: str | Path, kinds: Kinds) -> str:
     prefixed = {f"{section}.{k}": v for k, v in flat.items() if k not in ("name", "description")}
     subsections = [s for s in _sections(kinds) if s == section or s.startswith(section + ".")]
     required = tuple(s for s in REQUIRED_SECTIONS if s in subsections)
-    _structure_all(prefixed, subsections, kinds, str(path), {}, required)
+    _structure_all(prefixed, subsections, kinds, str(path), {}, required, {})
     return f"ok: {path} is a valid {section} entry"

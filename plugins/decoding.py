@@ -10,6 +10,7 @@ from __future__ import annotations
 import attrs
 import sympy as sp
 
+from stepwall.errors import SpecError
 from stepwall.fields import KindSpec, quantity
 from stepwall.hookspecs import hookimpl
 from stepwall.laws import chain_accepted, tree_accepted
@@ -71,8 +72,12 @@ class Mtp:
     drafts: int = quantity(
         "dimensionless", "draft tokens in the chain (verify M = 1 + n)", latex="n", integer=True
     )
-    acceptance: float = quantity(
-        "dimensionless", "probability each next draft is accepted", latex="a", maximum=0.999
+    acceptance: float | None = quantity(
+        "dimensionless",
+        "probability each next draft is accepted (not needed when accepted_tokens is given)",
+        latex="a",
+        maximum=0.999,
+        default=None,
     )
     accepted_tokens: float | None = quantity(
         "dimensionless",
@@ -82,8 +87,23 @@ class Mtp:
         inclusive=True,
         default=None,
     )
+    draft_layers: int = quantity(
+        "dimensionless",
+        "decoder layers of the draft module, costed on the GPU like the target's, once per "
+        "draft token (DeepSeek-V3's MTP module: 1)",
+        latex="L_{mtp}",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        default=0,
+    )
     draft_time: float = quantity(
-        "time", "MTP module forward per draft token", latex="t_{mtp}", minimum=0.0, inclusive=True
+        "time",
+        "host time per draft token beyond the draft layers' GPU work",
+        latex="t_{mtp}",
+        minimum=0.0,
+        inclusive=True,
+        default=0.0,
     )
 
 
@@ -119,10 +139,15 @@ def stepwall_decoding(scenario: Scenario) -> Decoding:
         tree = Term("spec.tree", d.budget * d.node_time, PLUGIN, "tree building per node × budget",
                     "spec")  # fmt: skip
         return Decoding(d.budget + 1, tau, (draft, tree))
+    if not given and scenario.decoding.acceptance is None:
+        raise SpecError(scenario.file_of("decoding.acceptance"), "decoding.acceptance",
+                        "missing: the chain needs an acceptance or a measured accepted_tokens",
+                        "decoding.acceptance = 0.8 or decoding.accepted_tokens = 2.5")  # fmt: skip
     tau = d.accepted_tokens if given else chain_accepted(d.acceptance, d.drafts)
     draft = Term("spec.draft", d.drafts * d.draft_time, PLUGIN,
-                 "MTP module forward per draft token", "spec")  # fmt: skip
-    return Decoding(1 + d.drafts, tau, (draft,))
+                 "host time per draft token", "spec")  # fmt: skip
+    passes = d.drafts if scenario.decoding.draft_layers > 0 else sp.S.Zero
+    return Decoding(1 + d.drafts, tau, (draft,), passes, d.draft_layers)
 
 
 @hookimpl

@@ -1,11 +1,15 @@
-"""Interconnects: a scale-up domain (``nvlink`` or ``pcie``) and a scale-out network
-(``infiniband`` or ``none``). Collectives inside a domain pick the cheapest algorithm, as
-NCCL's tuner would; a group that spans domains goes hierarchical (intra-domain, then across).
-The α-β laws are in `stepwall.laws`.
+"""Interconnects: a scale-up domain (``nvlink``, ``pcie`` or ``infinity-fabric``) and a
+scale-out network (``infiniband`` or ``none``). Collectives inside a domain pick the cheapest
+algorithm, as NCCL's tuner would; a group that spans domains goes hierarchical (intra-domain,
+then across). Placement decides what spans: a collective states how many of its ranks share a
+domain (an EP group of TP-8 ranks on 8-GPU nodes has one per node), and the bytes bound for
+the others leave over the NIC. A point-to-point send (a prompt's KV cache to a decode pool)
+crosses the scale-out network. The α-β laws are in `stepwall.laws`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -18,9 +22,12 @@ from stepwall.laws import (
     cheapest_allreduce,
     hierarchical_all_to_all,
     hierarchical_allreduce,
+    point_to_point,
 )
+from stepwall.primitives import Primitive
 from stepwall.scenario import Scenario
 from stepwall.terms import Collective, Constraint, Decoding, Layout, Term, Workload
+from stepwall.units import DIMENSIONLESS, INFORMATION
 
 PLUGIN = "interconnect"
 
@@ -77,6 +84,13 @@ def stepwall_spec_kinds() -> list[KindSpec]:
         KindSpec(
             "cluster.scale_up", "pcie", ScaleUp, "GPUs on a PCIe switch, no in-switch reduction"
         ),
+        KindSpec(
+            "cluster.scale_up",
+            "infinity-fabric",
+            ScaleUp,
+            "AMD Infinity Fabric (xGMI): a full mesh of links, no switch, so no in-network "
+            "reduction; link_bandwidth is the sum over a GPU's links to its peers",
+        ),
         KindSpec("cluster.scale_out", "infiniband", ScaleOut, "InfiniBand or RoCE, a NIC per GPU"),
         KindSpec(
             "cluster.scale_out", "none", NoScaleOut, "a single domain, nothing across", default=True
@@ -92,18 +106,27 @@ def stepwall_collective_terms(
     has_out = scenario.kinds.get("cluster.scale_out", "none") == "infiniband"
     net = scenario.params.cluster.scale_out if has_out else None
     switch = up.switch_latency if scenario.section("cluster.scale_up").in_switch_reduce else None
+    nic = net.nic_bandwidth / net.oversubscription if net is not None else None
     terms = []
     for c in collectives:
+        if c.op == "send":
+            if net is not None:
+                per_call = point_to_point(c.size, net.latency, nic)
+            else:
+                per_call = point_to_point(c.size, up.a2a_latency, up.link_bandwidth)
+            terms.append(Term(c.name, c.count * per_call, PLUGIN, c.why, "comm", c.overlap))
+            continue
+        # ranks of the group inside one domain: as stated by the layout, else as many as fit
+        inside = c.inside if c.inside != 0 else sp.Min(c.group, up.domain_size, evaluate=False)
         if c.op == "all_reduce":
-            inside = cheapest_allreduce(c.group, c.size, up.hop_latency, up.bus_bandwidth, switch)
+            within = cheapest_allreduce(c.group, c.size, up.hop_latency, up.bus_bandwidth, switch)
         else:
-            inside = all_to_all(
+            within = all_to_all(
                 c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth
             )
         if net is None:  # one domain only; stepwall_constraints keeps the group inside it
-            per_call = sp.Piecewise((0, c.group <= 1), (inside, True))
+            per_call = sp.Piecewise((0, c.group <= 1), (within, True))
         else:
-            nic = net.nic_bandwidth / net.oversubscription
             if c.op == "all_reduce":
                 spans = hierarchical_allreduce(
                     c.group, c.size, up.domain_size, up.hop_latency, up.bus_bandwidth, switch,
@@ -111,12 +134,10 @@ def stepwall_collective_terms(
                 )  # fmt: skip
             else:
                 spans = hierarchical_all_to_all(
-                    c.group, c.size, up.domain_size, up.a2a_latency, up.a2a_peer_latency,
+                    c.group, c.size, inside, up.a2a_latency, up.a2a_peer_latency,
                     up.link_bandwidth, net.latency, nic,
                 )  # fmt: skip
-            per_call = sp.Piecewise(
-                (0, c.group <= 1), (inside, c.group <= up.domain_size), (spans, True)
-            )
+            per_call = sp.Piecewise((0, c.group <= 1), (within, c.group <= inside), (spans, True))
         terms.append(Term(c.name, c.count * per_call, PLUGIN, c.why, "comm", c.overlap))
     return terms
 
@@ -127,7 +148,7 @@ def stepwall_constraints(
 ) -> list[Constraint]:
     """A domain lies inside the cluster and holds whole nodes; without a scale-out network no
     collective may span more than one domain."""
-    if scenario.kinds["cluster.scale_up"] not in ("nvlink", "pcie"):
+    if scenario.kinds["cluster.scale_up"] not in ("nvlink", "pcie", "infinity-fabric"):
         return []
     up, cl = scenario.params.cluster.scale_up, scenario.params.cluster
     out = [
@@ -148,6 +169,8 @@ def stepwall_constraints(
     ]
     if scenario.kinds.get("cluster.scale_out", "none") == "none":
         for c in workload.collectives:
+            if c.op == "send":
+                continue
             out.append(
                 Constraint(
                     f"{c.name}_within_domain",
@@ -159,3 +182,35 @@ def stepwall_constraints(
                 )
             )
     return out
+
+
+# ---------------------------------------------------------------- primitives (calibration)
+
+
+def _allreduce(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """An all-reduce of ``bytes`` per GPU over ``gpus`` GPUs of one domain: the cheapest of
+    ring, tree and in-switch, as the model prices ``comm.tp_allreduce``."""
+    up = scenario.params.cluster.scale_up
+    switch = up.switch_latency if scenario.section("cluster.scale_up").in_switch_reduce else None
+    return cheapest_allreduce(x["gpus"], x["bytes"], up.hop_latency, up.bus_bandwidth, switch)
+
+
+def _alltoall(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """An all-to-all (expert dispatch or combine) sending ``bytes`` per GPU among ``gpus``
+    GPUs of one domain, as the model prices ``comm.ep_dispatch``."""
+    up = scenario.params.cluster.scale_up
+    return all_to_all(x["gpus"], x["bytes"], up.a2a_latency, up.a2a_peer_latency,
+                      up.link_bandwidth)  # fmt: skip
+
+
+@hookimpl
+def stepwall_primitives() -> list[Primitive]:
+    sizes = {"bytes": INFORMATION, "gpus": DIMENSIONLESS}
+    return [
+        Primitive("all_reduce", "cluster.scale_up", "an all-reduce inside one scale-up domain "
+                  "(nccl-tests, custom one-shot kernels)", sizes, {},
+                  ("hop_latency", "switch_latency", "bus_bandwidth"), _allreduce, PLUGIN),
+        Primitive("all_to_all", "cluster.scale_up", "expert dispatch or combine inside one "
+                  "domain (DeepEP, TensorRT-LLM all-to-all): bytes sent per GPU", sizes, {},
+                  ("a2a_latency", "a2a_peer_latency", "link_bandwidth"), _alltoall, PLUGIN),
+    ]  # fmt: skip

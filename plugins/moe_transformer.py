@@ -24,11 +24,22 @@ from stepwall.laws import (
     gqa_score_flops,
     mla_kv_bytes,
     mla_params,
+    mla_prompt_score_flops,
     mla_score_flops,
     shard,
 )
 from stepwall.scenario import Scenario
-from stepwall.terms import Collective, Constraint, Decoding, Layout, Op, Workload
+from stepwall.terms import (
+    PRECISIONS,
+    Collective,
+    Constraint,
+    Decoding,
+    Engine,
+    Layout,
+    Op,
+    Step,
+    Workload,
+)
 
 if TYPE_CHECKING:
     from stepwall.analyses import Analysis
@@ -48,6 +59,10 @@ def _zero_ok(doc: str, latex: str) -> Any:
 
 def _bits(doc: str, latex: str) -> Any:
     return quantity("information", doc, latex=latex)
+
+
+def _math(doc: str) -> Any:
+    return choice(PRECISIONS, doc, default="bf16")
 
 
 @attrs.frozen
@@ -72,6 +87,10 @@ class MoeTransformer:
     qk_rope_head_dim: int = _zero_ok("MLA rotary head dimension", "d_{rope}")
     v_head_dim: int = _zero_ok("MLA value head dimension", "d_{v}")
     vocab: int = _count("vocabulary size", "V")
+    sliding_window: int = _zero_ok(
+        "tokens a sliding-window layer attends to (0: no sliding-window layers)", "W"
+    )
+    sliding_layers: int = _zero_ok("layers with a sliding window (gpt-oss: every other)", "L_{w}")
     expert_bits: float = _bits("bits per routed-expert weight", "b_{e}")
     shared_expert_bits: float = _bits("bits per shared-expert weight", "b_{se}")
     attention_bits: float = _bits("bits per attention (and router) weight", "b_{attn}")
@@ -80,6 +99,14 @@ class MoeTransformer:
     kv_bits: float = _bits("bits per KV-cache element", "b_{kv}")
     activation_bits: float = _bits("bits per activation element (all-reduce, combine)", "b_{act}")
     dispatch_bits: float = _bits("bits per element sent in expert dispatch", "b_{disp}")
+    expert_math: str = _math("math of the routed-expert GEMMs (INT4 W4A16: bf16; NVFP4: fp4)")
+    shared_expert_math: str = _math("math of the shared-expert GEMMs")
+    attention_math: str = _math("math of the attention projections and router")
+    dense_math: str = _math("math of the dense-FFN GEMMs")
+    embedding_math: str = _math("math of the LM head")
+    attention_core_math: str = choice(
+        ("bf16", "fp8"), "math of the attention kernel (fp8 with an FP8 KV cache)", default="bf16"
+    )
 
 
 @hookimpl
@@ -94,95 +121,125 @@ def stepwall_spec_kinds() -> list[KindSpec]:
     ]
 
 
+# GEMM kernels per layer of each attention type (the engine adds norms, RoPE, quantisation):
+# MLA: fused q_a/kv_a down-projection, q_b, the absorbed k_b (UK) and v_b (UV), o;
+# GQA: fused qkv, o (DeepSeek-V2 §2.1; TensorRT-LLM blog 1 lists the same five MLA GEMMs).
+ATTENTION_GEMMS = {"mla": 5, "gqa": 2}
+
+
 @hookimpl
-def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) -> Workload:
-    m, w = scenario.params.model, scenario.params.workload
+def stepwall_model_work(
+    scenario: Scenario, decoding: Decoding, layout: Layout, step: Step, engine: Engine
+) -> Workload:
+    m = scenario.params.model
     spec = scenario.model
     mla = spec.attention == "mla"
     has_moe = spec.n_experts > 0
     tp, ep = layout.tp, layout.ep
-    tokens = layout.users * decoding.verify_tokens  # tokens per replica per step (T = C·M)
-    tokens_rank = layout.users_per_attention_rank * decoding.verify_tokens
     n_moe = m.n_layers - m.n_dense_layers if has_moe else sp.Integer(0)
     n_dense = m.n_dense_layers if has_moe else m.n_layers
+    tbo = engine.two_batch_overlap
+    batches = 2 if tbo else 1  # two micro-batches: each kernel runs twice
+    # Two-batch overlap runs in two stages per MoE layer (SGLang's and DeepSeek's schedule):
+    # one micro-batch's attention-side work under the other's combine (and all-reduces), its
+    # experts under the other's dispatch; each stage lasts as long as its slower side, so
+    # unequal sides leave bubbles.
+    lane = "tbo.attention/compute" if tbo else ""
+    experts_lane = "tbo.experts/compute" if tbo else ""
+    prefill = step.name != "decode"  # the whole pass is prompt tokens
     ops: list[Op] = []
     collectives: list[Collective] = []
 
-    def op(
+    def gemm(
         name: str,
         params: sp.Expr,
         bits: sp.Expr,
-        tokens_through: sp.Expr,
+        rows: sp.Expr,
         group: str,
         why: str,
         kernels: sp.Expr,
-        overlap: str = "",
+        math: str,
+        kind: str = "gemm",
+        overlap: str = lane,
     ) -> None:
-        ops.append(
-            Op(
-                name,
-                params * bits,
-                params * tokens_through * FLOPS_PER_MAC,
-                PLUGIN,
-                why,
-                group,
-                kernels,
-                overlap,
-            )
-        )
+        # each micro-batch streams the weights again
+        ops.append(Op(name, batches * params * bits, params * rows * FLOPS_PER_MAC, PLUGIN, why,
+                      group, batches * kernels, overlap, kind, math, rows / batches))  # fmt: skip
 
-    # --- attention: weights and KV cache
+    # --- tokens: T through the replica's experts, T_r through the busiest attention rank
+    tokens, tokens_rank = step.tokens, step.tokens_rank
+
+    # --- attention: projections, then the attention kernel over the KV cache
     if mla:
         rep, split = mla_params(m.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim,
                                 m.qk_rope_head_dim, m.v_head_dim, m.n_heads, tp)  # fmt: skip
-        kv_bytes = mla_kv_bytes(m.kv_lora_rank, m.qk_rope_head_dim, m.kv_bits)
-        score = mla_score_flops(m.kv_lora_rank, m.qk_rope_head_dim, m.n_heads, tp, w.context)
+        kv_token = mla_kv_bytes(m.kv_lora_rank, m.qk_rope_head_dim, m.kv_bits)
+
+        def score(ctx: sp.Expr) -> sp.Expr:
+            return mla_score_flops(m.kv_lora_rank, m.qk_rope_head_dim, m.n_heads, tp, ctx)
+
+        def prompt_score(ctx: sp.Expr) -> sp.Expr:
+            return mla_prompt_score_flops(m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim,
+                                          m.n_heads, tp, ctx)  # fmt: skip
     else:
         rep, split = gqa_params(m.hidden, m.n_heads, m.n_kv_heads, m.head_dim, tp)
-        kv_bytes = gqa_kv_bytes(m.n_kv_heads, m.head_dim, tp, m.kv_bits)
-        score = gqa_score_flops(m.head_dim, m.n_heads, tp, w.context)
-    op(
-        "attention.weights",
-        m.n_layers * (rep + split),
-        m.attention_bits,
-        tokens_rank,
-        "attention",
-        "attention projections (weights read once per step)",
-        3 * m.n_layers,
-    )
-    kv_read = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
-    ops.append(
-        Op(
-            "attention.kv_cache",
-            kv_read,
-            tokens_rank * m.n_layers * score,
-            PLUGIN,
-            "KV-cache reads growing with context S and users",
-            "attention",
-            m.n_layers,
-        )
-    )
+        kv_token = gqa_kv_bytes(m.n_kv_heads, m.head_dim, tp, m.kv_bits)
 
-    # --- dense FFN layers, embeddings and LM head
+        def score(ctx: sp.Expr) -> sp.Expr:
+            return gqa_score_flops(m.head_dim, m.n_heads, tp, ctx)
+
+        prompt_score = score
+
+    gemm("attention.projections", m.n_layers * (rep + split), m.attention_bits, tokens_rank,
+         "attention", "attention projections (weights read once per step)",
+         ATTENTION_GEMMS[spec.attention] * m.n_layers, spec.attention_math)  # fmt: skip
+    # Each user's tokens attend to its cached context plus, on average, half of its own new
+    # tokens; sliding-window layers see at most W of it.
+    full = m.n_layers - m.sliding_layers
+
+    def attended(ctx: sp.Expr) -> sp.Expr:
+        """Layer-tokens of KV one query attends to over all layers."""
+        return full * ctx + m.sliding_layers * sp.Min(ctx, m.sliding_window)
+
+    decode_ctx = step.context + step.tokens_per_user / 2
+    prompt_ctx = step.tokens_per_user / 2 if prefill else step.prefill_context
+    users_rank = step.users_per_rank
+    kv_read = users_rank * attended(step.context + step.tokens_per_user) * kv_token
+    kv_read += step.prefill_tokens_rank * m.n_layers * kv_token  # new prompt KV written
+    # prompt tokens attend in expanded (multi-head) form, decode tokens in absorbed form
+    flops = users_rank * step.tokens_per_user * (prompt_score(1) if prefill else score(1)
+                                                 ) * attended(decode_ctx)  # fmt: skip
+    flops += step.prefill_tokens_rank * prompt_score(1) * attended(prompt_ctx)
+    one_user = attended(step.context + step.tokens_per_user) * kv_token  # its own KV, in order
+    # KV tokens per query per layer, averaged over the pass's queries (its compute ramp)
+    queries = users_rank * step.tokens_per_user + step.prefill_tokens_rank
+    per_query = (
+        users_rank * step.tokens_per_user * attended(decode_ctx)
+        + step.prefill_tokens_rank * attended(prompt_ctx)
+    ) / (queries * m.n_layers)
+    ops.append(Op("attention.core", kv_read, flops, PLUGIN,
+                  "attention over the KV cache: context S and each user's new tokens",
+                  "attention", batches * m.n_layers, lane, "attention",
+                  spec.attention_core_math, per_query, one_user))  # fmt: skip
+
+    # --- dense FFN layers and the LM head
     if spec.n_dense_layers > 0 or not has_moe:
-        op(
-            "dense.ffn",
-            n_dense * ffn_params(m.hidden, m.dense_intermediate) * shard(m.dense_intermediate, tp),
-            m.dense_bits,
-            tokens_rank,
-            "dense",
-            "dense FFN layers",
-            2 * n_dense,
-        )
-    op(
-        "lm_head",
-        m.vocab * m.hidden * shard(m.vocab, tp),
-        m.embedding_bits,
-        tokens_rank,
-        "dense",
-        "LM head (vocabulary-parallel)",
-        sp.Integer(2),
-    )
+        gemm("dense.ffn",
+             n_dense * ffn_params(m.hidden, m.dense_intermediate) * shard(m.dense_intermediate, tp),
+             m.dense_bits, tokens_rank, "dense", "dense FFN layers (gate-up, down)",
+             2 * n_dense, spec.dense_math)  # fmt: skip
+    # logits for every verified token when decoding; for the last prompt token otherwise
+    head_rows = users_rank * (1 if prefill else step.tokens_per_user)
+    gemm("lm_head", m.vocab * m.hidden * shard(m.vocab, tp), m.embedding_bits, head_rows,
+         "dense", "LM head (vocabulary-parallel)", sp.Integer(1), spec.embedding_math)  # fmt: skip
+
+    # --- the engine's own kernels per layer: norms, RoPE, quantisation, residual adds
+    act = m.hidden * m.activation_bits
+    ops.append(Op("layers.elementwise", 2 * tokens_rank * act * m.n_layers * engine.layer_kernels,
+                  sp.Integer(0), PLUGIN,
+                  "the engine's small kernels per layer (norms, RoPE, quantise), activations "
+                  "read and written", "base", batches * m.n_layers * engine.layer_kernels, lane,
+                  "elementwise"))  # fmt: skip
 
     parts: dict[str, sp.Expr] = {
         "attention": m.n_layers * (rep + split) * m.attention_bits,
@@ -193,85 +250,115 @@ def stepwall_model_work(scenario: Scenario, decoding: Decoding, layout: Layout) 
         "embeddings": 2 * m.vocab * m.hidden * shard(m.vocab, tp) * m.embedding_bits,
     }
 
-    # --- MoE layers: router, routed experts, shared experts
+    # --- MoE layers: router, routed experts, shared experts, dispatch and combine
     if has_moe:
         expert = ffn_params(m.hidden, m.expert_intermediate) * shard(m.expert_intermediate, tp)
-        hit = expected_distinct_experts(m.n_experts, m.experts_per_token, tokens)
+        # experts a micro-batch hits (each micro-batch streams its own)
+        hit = batches * expected_distinct_experts(
+            m.n_experts, m.experts_per_token, tokens / batches
+        )
         per_gpu_hit = layout.imbalance * hit / ep
-        tokens_per_expert_gpu = layout.imbalance * tokens * m.experts_per_token / ep
-        overlap = "ep" if layout.overlap_ep else ""
-        ops.append(
-            Op(
-                "moe.routed_experts",
-                n_moe * per_gpu_hit * expert * m.expert_bits,
-                n_moe * expert * tokens_per_expert_gpu * FLOPS_PER_MAC,
-                PLUGIN,
-                "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
-                "moe",
-                3 * n_moe,
-                overlap,
-            )
-        )
+        picks_gpu = layout.imbalance * tokens * m.experts_per_token / ep  # token-expert pairs
+        rows = picks_gpu / per_gpu_hit  # tokens per expert per micro-batch the GPU runs
+        shared_lane = ("shared/compute" if engine.overlap_shared_experts and not tbo
+                       else experts_lane)  # fmt: skip
+        ops.append(Op("moe.routed_experts", n_moe * per_gpu_hit * expert * m.expert_bits,
+                      n_moe * expert * picks_gpu * FLOPS_PER_MAC, PLUGIN,
+                      "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
+                      "moe", batches * n_moe, experts_lane, "grouped_gemm", spec.expert_math,
+                      rows))  # fmt: skip
         if spec.n_shared_experts > 0:
-            op(
-                "moe.shared_experts",
-                n_moe * m.n_shared_experts * expert,
-                m.shared_expert_bits,
-                tokens_rank,
-                "moe",
-                "shared experts (every token)",
-                2 * n_moe,
-            )
-        op(
-            "moe.router",
-            n_moe * m.hidden * m.n_experts,
-            m.attention_bits,
-            tokens_rank,
-            "dense",
-            "router logits",
-            n_moe,
-        )
+            gemm("moe.shared_experts", n_moe * m.n_shared_experts * expert, m.shared_expert_bits,
+                 tokens_rank, "moe", "shared experts (every token)", 2 * n_moe,
+                 spec.shared_expert_math, overlap=shared_lane)  # fmt: skip
+        gemm("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
+             "dense", "router logits", n_moe, "bf16")  # fmt: skip
         slots = (m.n_experts + layout.redundant_experts) / ep
         parts["routed_experts"] = n_moe * slots * expert * m.expert_bits
         parts["shared_experts"] = n_moe * m.n_shared_experts * expert * m.shared_expert_bits
         parts["router"] = n_moe * m.hidden * m.n_experts * m.attention_bits
-        sent = tokens_rank * m.experts_per_token * m.hidden
+        # the busiest rank sends its tokens' k copies (imbalance: it also receives the most)
+        sent = layout.imbalance * tokens_rank / batches * m.experts_per_token * m.hidden
+        per_domain = _ranks_per_domain(scenario, tp, ep)
+        combine_lane = "tbo.attention/comm" if tbo else ""
+        dispatch_lane = ("shared/comm" if shared_lane.startswith("shared")
+                         else "tbo.experts/comm" if tbo else "")  # fmt: skip
         collectives += [
-            Collective(
-                "comm.ep_dispatch",
-                "all_to_all",
-                ep,
-                sent * m.dispatch_bits,
-                n_moe,
-                PLUGIN,
-                "tokens sent to their experts' ranks",
-                overlap,
-            ),
-            Collective(
-                "comm.ep_combine",
-                "all_to_all",
-                ep,
-                sent * m.activation_bits,
-                n_moe,
-                PLUGIN,
-                "expert outputs returned to their tokens' ranks",
-                overlap,
-            ),
-        ]
+            Collective("comm.ep_dispatch", "all_to_all", ep, sent * m.dispatch_bits,
+                       batches * n_moe, PLUGIN, "tokens sent to their experts' ranks",
+                       dispatch_lane, per_domain),
+            Collective("comm.ep_combine", "all_to_all", ep, sent * m.activation_bits,
+                       batches * n_moe, PLUGIN, "expert outputs returned to their tokens' ranks",
+                       combine_lane, per_domain),
+        ]  # fmt: skip
     collectives.append(
         Collective(
             "comm.tp_allreduce",
             "all_reduce",
             tp,
-            tokens_rank * m.hidden * m.activation_bits,
-            2 * m.n_layers,
+            tokens_rank / batches * m.hidden * m.activation_bits,
+            batches * 2 * m.n_layers,
             PLUGIN,
             "two all-reduces per layer (after attention and after FFN)",
+            "tbo.attention/comm" if tbo else "",
         )
     )
-    kv = layout.users_per_attention_rank * w.context * m.n_layers * kv_bytes
+
+    # --- drafting on the GPU (an MTP module): one token per user per pass
+    if decoding.draft_passes != 0 and step.name == "decode":
+        ops += _draft_ops(m, spec, tp, users_rank, step.context, decoding, rep + split, kv_token)
+
+    # --- the prompt's KV cache, sent to a decode pool (disaggregated serving)
+    if step.kv_transfer != 0:
+        collectives.append(Collective(
+            "comm.kv_transfer", "send", sp.Integer(2), attended(step.kv_transfer) * kv_token,
+            sp.Integer(1), PLUGIN, "the prompt's KV cache to the decode pool"))  # fmt: skip
+
+    kv = users_rank * attended(step.context + step.tokens_per_user) * kv_token
     weights = sp.Add(*parts.values())
     return Workload(tuple(ops), tuple(collectives), weights, kv, m.n_layers, parts)
+
+
+def _ranks_per_domain(scenario: Scenario, tp: sp.Expr, ep: sp.Expr) -> sp.Expr:
+    """EP ranks that share one scale-up domain: TP groups are placed first, so a domain of D
+    GPUs holds D/tp of them (at least one)."""
+    domain = scenario.params.cluster.scale_up.domain_size
+    return sp.Min(ep, sp.Max(1, sp.floor(domain / tp)), evaluate=False)
+
+
+def _draft_ops(
+    m: Any,
+    spec: Any,
+    tp: sp.Expr,
+    users: sp.Expr,
+    context: sp.Expr,
+    decoding: Decoding,
+    attention_params: sp.Expr,
+    kv_token: sp.Expr,
+) -> list[Op]:
+    """An MTP module's passes: ``draft_passes`` × (its decoder layers at one token per user,
+    then the shared LM head), every weight read once per pass (DeepSeek-V3 §2.2: one full
+    MoE layer per module, reused for each draft by TensorRT-LLM's "MTP Eagle")."""
+    passes, layers = decoding.draft_passes, decoding.draft_layers
+    expert = ffn_params(m.hidden, m.expert_intermediate) * shard(m.expert_intermediate, tp)
+    touched = expected_distinct_experts(m.n_experts, m.experts_per_token, users)
+    experts = layers * (touched + m.n_shared_experts) * expert
+    head = m.vocab * m.hidden * shard(m.vocab, tp)
+    why = "MTP draft module: one pass per draft token"
+
+    def op(name: str, params: sp.Expr, bits: sp.Expr, kernels: sp.Expr, kind: str,
+           math: str) -> Op:  # fmt: skip
+        return Op(name, passes * params * bits, passes * params * users * FLOPS_PER_MAC, PLUGIN,
+                  why, "spec", passes * kernels, "", kind, math, users)  # fmt: skip
+
+    return [
+        op("draft.attention", layers * attention_params, m.attention_bits,
+           layers * ATTENTION_GEMMS[spec.attention], "gemm", spec.attention_math),
+        Op("draft.attention_core", passes * users * layers * context * kv_token, sp.Integer(0),
+           PLUGIN, why, "spec", passes * layers, "", "attention", spec.attention_core_math),
+        op("draft.experts", experts, m.expert_bits, layers, "grouped_gemm", spec.expert_math),
+        op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math),
+    ]  # fmt: skip
 
 
 def _divides(

@@ -48,7 +48,6 @@ class Parallel:
         inclusive=True,
         default=0,
     )
-    overlap: bool = flag("overlap EP dispatch/combine with expert compute (two-batch overlap)")
     uneven: bool = flag(
         "allow degrees that do not divide heads, experts or FFN widths (the busiest rank sets "
         "the time); real engines refuse these"
@@ -70,7 +69,6 @@ def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout:
         gpus_per_replica=p.tp * p.ep,
         users=w.concurrency,
         users_per_attention_rank=sp.ceiling(w.concurrency / p.ep),
-        overlap_ep=scenario.parallel.overlap,
         imbalance=p.imbalance,
         redundant_experts=p.redundant_experts,
         uneven=scenario.parallel.uneven,

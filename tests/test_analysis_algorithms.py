@@ -33,7 +33,7 @@ Toy = Callable[..., StepModel]
 def toy() -> Toy:
     base = build("k26-b300-tp8-ddtree")
     n = base.parameter("parallel.tp")
-    latency = base.parameter("hardware.launch_latency")
+    latency = base.parameter("engine.launch_overhead")
     second = latency / base.values[latency]  # a time-valued expression worth one second
 
     def make(*parts: Callable[[sp.Symbol], sp.Expr]) -> StepModel:
@@ -67,6 +67,8 @@ A, B = sp.symbols("a b", positive=True)
         (2 - X**2, [math.sqrt(2)]),  # the negative root is dropped
         (sp.log(X) - 2, [math.exp(2)]),  # linear in log x
         (2 * sp.log(X, 2) - 6, [8.0]),  # a tree's log2 N: 2·log2 x = 6
+        (sp.exp(X) - 3, [math.log(3)]),  # one exponential alone: a logarithm
+        (X + 2 * sp.exp(-X) - 2, [2 + float(sp.LambertW(-2 * math.exp(-2)))]),  # Lambert W
     ],
 )
 def test_solve_finds_the_closed_form_roots(eq: sp.Expr, roots: list[float]) -> None:
@@ -79,7 +81,9 @@ def test_solve_finds_the_closed_form_roots(eq: sp.Expr, roots: list[float]) -> N
 @pytest.mark.parametrize(
     ("eq", "reason"),
     [
-        (sp.exp(X) - 3, "not polynomial"),
+        (sp.exp(X**2) - 3, "not polynomial"),  # an exponent not linear in x
+        (sp.exp(X) + sp.exp(2 * X) - 3 * X, "2 exponentials"),
+        (1 + X + X * sp.exp(-X), "generalised Lambert W"),
         (X**5 - X - 1, "degree 5"),
         (X + 1, "no real positive root"),
         (sp.Max(X, 2) - 3, "branches remain"),
@@ -167,7 +171,7 @@ def test_crossover_where_two_step_times_meet(toy: Toy) -> None:
 def test_elasticity_of_a_power_law_is_its_exponent(toy: Toy) -> None:
     results = elasticity(toy(lambda n: 3 * n ** sp.Rational(-1, 2)))
     by_key = {d.key: d.value for d in results}
-    assert by_key.pop("hardware.launch_latency") == pytest.approx(1)  # the toy's unit of time
+    assert by_key.pop("engine.launch_overhead") == pytest.approx(1)  # the toy's unit of time
     assert by_key.pop("parallel.tp") == pytest.approx(-0.5)
     assert all(v == pytest.approx(0) for v in by_key.values())  # nothing else enters t
 

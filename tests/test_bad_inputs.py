@@ -53,7 +53,7 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     ("hardware.memory_capacity=0GB", REFUSE, "out of range"),
     ("hardware.hbm_efficiency=1.5", REFUSE, "out of range"),
     ("hardware.hbm_efficiency=0", REFUSE, "out of range"),
-    ("hardware.compute_efficiency=-0.1", REFUSE, "out of range"),
+    ("hardware.bf16.efficiency=-0.1", REFUSE, "out of range"),
     ("hardware.hbm_bandwidth=0TB/s", REFUSE, "out of range"),
     ("hardware.hbm_bandwidth=-8TB/s", REFUSE, "out of range"),
     ("hardware.hbm_bandwidth=1e-30B/s", EITHER, ""),  # computed, with a warning
@@ -69,10 +69,10 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     ('hardware.hbm_bandwidth=""', REFUSE, "hardware.hbm_bandwidth"),
     ("hardware.hbm_bandwidth=8TB/s/s", REFUSE, "hardware.hbm_bandwidth"),
     ("hardware.hbm_bandwidth=1e400TB/s", REFUSE, "not a finite number"),
-    ("hardware.launch_latency=-1us", REFUSE, "out of range"),
-    ("hardware.launch_latency=5", REFUSE, "has no unit"),
-    ("hardware.launch_latency=5GB", REFUSE, "not s"),
-    ("hardware.bf16_flops=2250TB/s", REFUSE, "hardware.bf16_flops"),
+    ("hardware.bf16.gemm_floor=-1us", REFUSE, "out of range"),
+    ("hardware.bf16.gemm_floor=5", REFUSE, "has no unit"),
+    ("hardware.bf16.gemm_floor=5GB", REFUSE, "not s"),
+    ("hardware.bf16.flops=2250TB/s", REFUSE, "hardware.bf16.flops"),
     ("workload.concurrency=0", REFUSE, "out of range"),
     ("workload.concurrency=1.5", REFUSE, "whole number"),
     ("workload.concurrency=1e9", REFUSE, "resident memory"),
@@ -88,8 +88,8 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     ("decoding.acceptance=1.5", REFUSE, "out of range"),
     ("decoding.kind=beam", REFUSE, "no plugin provides kind 'beam'"),
     ("decoding.kind=mtp", REFUSE, "decoding.budget"),  # ddtree's fields under mtp
-    ("overhead.native=0", REFUSE, "out of range"),
-    ("overhead.per_step=-1ms", REFUSE, "out of range"),
+    ("engine.native=0", REFUSE, "out of range"),
+    ("engine.per_step=-1ms", REFUSE, "out of range"),
     ("cluster.nodes=0", REFUSE, "out of range"),
     ("cluster.gpus_per_node=0", REFUSE, "out of range"),
     ("cluster.scale_up.kind=ethernet", REFUSE, "no plugin provides kind"),
@@ -167,7 +167,7 @@ FILE_CASES: list[tuple[str, str, int | None, str]] = [
         REFUSE,
         "not found",
     ),
-    ("overlap-bad", f'from = "{BASE}"\n[parallel]\noverlap = "yes"\n', REFUSE, "boolean"),
+    ("overlap-bad", f'from = "{BASE}"\n[engine]\ntwo_batch_overlap = "yes"\n', REFUSE, "boolean"),
 ]
 
 HARDWARE_MISSING_FIELD = 'name = "h"\nkind = "gpu"\nhbm_bandwidth = "1 TB/s"\n'

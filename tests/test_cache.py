@@ -159,7 +159,7 @@ def test_an_edited_spec_file_is_a_miss(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     before = _quick(cache, str(scenario), "--json")
     assert json.loads(_quick(cache, str(scenario), "--json").stdout) == json.loads(before.stdout)
-    edited = hw.replace('hbm_bandwidth = "8 TB/s"', 'hbm_bandwidth = "4 TB/s"')
+    edited = hw.replace('hbm_bandwidth = "7.7 TB/s"', 'hbm_bandwidth = "4 TB/s"')
     assert edited != hw
     (tmp_path / "gpu.toml").write_text(edited)
     after = _quick(cache, str(scenario), "--json")

@@ -39,7 +39,11 @@ def test_eval_prints_the_breakdown(capsys, summary_json) -> None:
     header = next(line for line in lines if line.startswith("term"))
     for column in ("term", "plugin", "time", "share"):
         assert column in header
+    zero = next(line for line in lines if line.startswith("zero here"))
     for term in summary_json["terms"]:
+        if term["seconds"] == 0:  # listed by name on one line, not as rows
+            assert term["name"] in zero
+            continue
         row = next(line for line in lines if line.startswith(term["name"] + " "))
         assert term["plugin"] in row
         assert row.rstrip().endswith("%")
@@ -139,7 +143,7 @@ def test_plugins_json(capsys) -> None:
         assert set(by_name[name]) >= {"name", "version", "kinds", "hooks", "import_seconds"}
         assert by_name[name]["hooks"]
     assert by_name["analyses"]["analyses"] == ["crossover", "elasticity", "optimum", "regime",
-                                               "wall"]  # fmt: skip
+                                               "tornado", "wall"]  # fmt: skip
     assert by_name["moe_transformer"]["analyses"] == ["plateau"]
     assert "stepwall_spec_kinds" in by_name["gpu"]["hooks"]
 
@@ -240,3 +244,23 @@ def test_check_validates_a_report_spec(tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "tokens_per_s_per_usr" in err and bad.name in err
     assert list(tmp_path.iterdir()) == [bad]
+
+
+def test_written_files_follow_the_umask(tmp_path: Path) -> None:
+    """Outputs are written atomically through a private temporary file, yet end up with the
+    mode a plain open would give (a shared report or page must be readable by others)."""
+    old = os.umask(0o022)
+    try:
+        csv = tmp_path / "grid.csv"
+        assert (
+            main(["sweep", "k26-b300-tp8-ddtree", "--vary", "parallel.tp=4,8", "-o", str(csv)]) == 0
+        )
+        assert csv.stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        again = tmp_path / "private.csv"
+        assert (
+            main(["sweep", "k26-b300-tp8-ddtree", "--vary", "parallel.tp=8", "-o", str(again)]) == 0
+        )
+        assert again.stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)

@@ -113,7 +113,7 @@ def test_s5_weights_read_per_token(one_gpu: StepModel) -> None:
 
 
 def test_s6_bandwidth_ceiling_one_b300() -> None:
-    ideal = build_model("k26-b300-tp1-moe", ["hardware.hbm_efficiency=1.0"])
+    ideal = build_model("k26-b300-tp1-moe", ["engine.memory_efficiency=1.0"])
     moe_seconds = term(ideal, "moe.routed_experts") + term(ideal, "moe.shared_experts")
     assert close(1 / moe_seconds, 660, 0.03)
 
@@ -182,7 +182,7 @@ def test_s13_tp_on_nvl72_monotone_and_gain_in_seed_range(base: str) -> None:
     times = []
     for n in (8, 16, 36, 72):
         m = build_model("k26-gb300nvl72-tp72-ddtree", [f"parallel.tp={n}"]
-                        + (["overhead.native=0.6"] if base.endswith("native") else []))  # fmt: skip
+                        + (["engine.native=0.6"] if base.endswith("native") else []))  # fmt: skip
         times.append(float(m.evaluate()["step_time_s"]))
     assert times == sorted(times, reverse=True)
     gain = times[0] / times[-1] - 1
@@ -219,16 +219,21 @@ def test_s16_native_engine_ratio(tp8: StepModel) -> None:
 
 
 def test_doubling_context_raises_attention_by_the_mla_factor(tp8: StepModel) -> None:
-    """MLA reads (r_kv + d_rope) latent values per cached token per layer, so the KV term is
-    linear in S: doubling S doubles it, and the attention group grows by (W + 2K)/(W + K)."""
+    """MLA reads (r_kv + d_rope) latent values per token per layer, for the S cached tokens
+    and the M new ones, so the KV term is linear in S + M, and the attention group grows by
+    (W + K2)/(W + K)."""
     doubled = build_model("k26-b300-tp8-ddtree", ["workload.context=16384"])
-    kv, kv2 = term(tp8, "attention.kv_cache"), term(doubled, "attention.kv_cache")
-    assert kv2 / kv == pytest.approx(2.0, rel=1e-9)
-    by_hand = 8192 * 61 * (512 + 64) * 2 / (8e12 * 0.70)  # S·L·(r_kv+d_rope)·2 B / (B·η)
+    kv, kv2 = term(tp8, "attention.core"), term(doubled, "attention.core")
+    assert kv2 / kv == pytest.approx((16384 + 9) / (8192 + 9), rel=1e-9)
+    bandwidth = tp8.scenario.value("hardware.hbm_bandwidth")
+    efficiency = tp8.scenario.value("engine.memory_efficiency")  # the seed's engine: one η
+    # (S + M)·L·(r_kv + d_rope)·2 B / (B·η): one user, the cache in BF16
+    by_hand = (8192 + 9) * 61 * (512 + 64) * 2 / (bandwidth * efficiency)
     assert kv == pytest.approx(by_hand, rel=1e-9)
-    w = term(tp8, "attention.weights")
+    kv, kv2 = kv + term(tp8, "attention.core.floor"), kv2 + term(doubled, "attention.core.floor")
+    w = term(tp8, "attention.projections") + term(tp8, "attention.projections.floor")
     factor = group(doubled, "attention") / group(tp8, "attention")
-    assert factor == pytest.approx((w + 2 * kv) / (w + kv), rel=1e-9)
+    assert factor == pytest.approx((w + kv2) / (w + kv), rel=1e-9)
 
 
 def test_tp16_crosses_infiniband_on_hgx_but_not_on_nvl72() -> None:
@@ -273,7 +278,7 @@ def test_tp_times_ep_layout_pays_both_collectives() -> None:
     pure_ep = build_model("k26-gb300nvl72-ep72").evaluate()
     assert pure_ep["terms"]["comm.tp_allreduce"] == 0
     # users per attention rank: ⌈110/9⌉ = 13 vs ⌈110/72⌉ = 2, so 6.5x the KV reads per GPU
-    ratio = ev["ops"]["attention.kv_cache"]["bytes"] / pure_ep["ops"]["attention.kv_cache"]["bytes"]
+    ratio = ev["ops"]["attention.core"]["bytes"] / pure_ep["ops"]["attention.core"]["bytes"]
     assert ratio == pytest.approx(13 / 2)
 
 

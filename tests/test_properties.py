@@ -66,11 +66,11 @@ def test_more_fixed_overhead_is_never_faster(models, o1, o2, b) -> None:
     lo, hi = sorted((o1, o2))
     for model in models.values():
         base = {"hardware.hbm_bandwidth": b}
-        cheap = t_of(model, {**base, "overhead.per_step": lo})
-        dear = t_of(model, {**base, "overhead.per_step": hi})
+        cheap = t_of(model, {**base, "engine.per_step": lo})
+        dear = t_of(model, {**base, "engine.per_step": hi})
         assert dear >= cheap * (1 - 1e-12)
         # and by exactly the added overhead (times the engine factor, 1 in these scenarios)
-        native = float(model.values[model.parameter("overhead.native")])
+        native = float(model.values[model.parameter("engine.native")])
         assert dear - cheap == pytest.approx((hi - lo) * native, rel=1e-9, abs=1e-15)
 
 

@@ -16,9 +16,12 @@ def test_eval_json_names_file_and_source_of_each_parameter(capsys) -> None:
     params = {p["path"]: p for p in json.loads(capsys.readouterr().out)["parameters"]}
     bw = params["hardware.hbm_bandwidth"]
     assert bw["file"] == "specs/hardware/b300.toml"
-    assert bw["unit"] == "B/s" and bw["value"] == 8e12
-    assert "spec sheet" in bw["source"]
-    assert params["hardware.hbm_efficiency"]["source"].startswith("MoE weight streaming")
+    assert bw["unit"] == "B/s" and bw["value"] == 7.7e12
+    assert "HGX B300 62 TB/s over 8" in bw["source"]
+    # the seed's engine streams at its own measured rate; the GPU's rate is fitted to kernels
+    assert params["engine.memory_efficiency"]["source"].startswith("the seed's measured MoE")
+    assert params["engine.memory_efficiency"]["file"] == "specs/engines/seed-estimator.toml"
+    assert params["hardware.moe_efficiency"]["source"].startswith("stepwall calibrate: b300-moe")
     assert params["parallel.tp"]["source"] == "--set on the command line"
     assert params["parallel.dp"]["source"] == "the plugin's default"
     assert "nccl #1244" in params["cluster.scale_out.latency"]["source"]

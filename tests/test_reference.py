@@ -21,7 +21,7 @@ def test_every_field_is_documented() -> None:
 def test_every_analysis_block_and_format_is_documented_with_a_schema() -> None:
     files = {p.name: text for p, text in generated().items()}
     ref = files["extensions-reference.md"]
-    for name in ("wall", "optimum", "crossover", "elasticity", "regime", "plateau"):
+    for name in ("wall", "optimum", "crossover", "elasticity", "regime", "plateau", "tornado"):
         assert f"### `{name}`" in ref
         schema = json.loads(files[f"analysis-{name}.json"])
         assert schema["type"] == "object" and schema["additionalProperties"] is False

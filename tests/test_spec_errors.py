@@ -109,9 +109,9 @@ FILE_CASES = [
     ),
     (
         "unknown-key",
-        '[overhead]\nper_stepp = "1 ms"\n',
-        "overhead.per_stepp",
-        ["unknown key", "did you mean overhead.per_step?", "(expected one of:"],
+        '[engine]\nper_stepp = "1 ms"\n',
+        "engine.per_stepp",
+        ["unknown key", "did you mean engine.per_step?", "(expected one of:"],
     ),
     (
         "unknown-section",
@@ -145,8 +145,8 @@ FILE_CASES = [
     ),
     (
         "not-a-boolean",
-        "[parallel]\noverlap = 1\n",
-        "parallel.overlap",
+        "[engine]\ntwo_batch_overlap = 1\n",
+        "engine.two_batch_overlap",
         ["not a boolean", "(expected true or false)"],
     ),
     (

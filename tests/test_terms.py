@@ -43,17 +43,17 @@ class _Plugin:
 
 def _bytes_plus_seconds(s):
     hw = s.params.hardware
-    return Term("bad.sum", hw.memory_capacity + hw.launch_latency, "bad_sum", "bytes + seconds")
+    return Term("bad.sum", hw.memory_capacity + hw.kernel_floor, "bad_sum", "bytes + seconds")
 
 
 def _max_bytes_seconds(s):
     hw = s.params.hardware
-    return Term("bad.max", sp.Max(hw.memory_capacity, hw.launch_latency), "bad_max", "Max(B, s)")
+    return Term("bad.max", sp.Max(hw.memory_capacity, hw.kernel_floor), "bad_max", "Max(B, s)")
 
 
 def _piecewise_mixed(s):
     hw, p = s.params.hardware, s.params.parallel
-    expr = sp.Piecewise((hw.launch_latency, p.tp <= 1), (hw.memory_capacity, True))
+    expr = sp.Piecewise((hw.kernel_floor, p.tp <= 1), (hw.memory_capacity, True))
     return Term("bad.piecewise", expr, "bad_piecewise", "s or B")
 
 
@@ -219,7 +219,7 @@ def test_in_a_spec_a_slip_is_an_error_not_a_scale() -> None:
     for setting, fragment in [
         ('hardware.hbm_bandwidth="8 TB"', "is a B quantity, not B/s"),
         ("hardware.hbm_bandwidth=8000", "has no unit"),
-        ("overhead.per_step=2", "has no unit"),
+        ("engine.per_step=2", "has no unit"),
     ]:
         with pytest.raises(SpecError, match=fragment) as e:
             build_model(SCENARIO, [setting], registry=hooks)

@@ -8,7 +8,8 @@ bash (stderr folded into stdout); a here-document (``$ python - <<'PY'`` … ``P
 the command. In the expected output a line ``...`` stands for any lines, and timings that
 differ from run to run (``imported in 12 ms``, ``2 passed in 3.18s``) are compared as
 ``…``. Commands with instructions rather than output (``pip install``) belong in ```sh
-blocks, which are not run.
+blocks, which are not run. docs/writing-plugins.md runs with the guide's example plugin and
+contrib/stepwall-offload installed, as the docs test runs it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,12 +90,30 @@ def refresh(text: str, env: dict[str, str] | None = None) -> tuple[str, list[str
     return BLOCK.sub(sub, text), stale
 
 
+def guide_env(root: Path) -> dict[str, str]:
+    """The plugin guide's environment (its example plugin and contrib/stepwall-offload found
+    through entry points, ``S`` the offload scenarios), written under ``root``: what the docs
+    test gives docs/writing-plugins.md."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import conftest  # the tests' writer of the guide's package
+
+    project, site = conftest.write_guide_package(root)
+    offload = ROOT / "contrib" / "stepwall-offload"
+    conftest.dist_info(site, offload / "pyproject.toml")
+    return {
+        "PYTHONPATH": os.pathsep.join(str(p) for p in (project, site, offload)),
+        "S": "contrib/stepwall-offload/stepwall_offload/specs/scenarios",
+    }
+
+
 def main(argv: list[str]) -> int:
     write = "--write" in argv
     status = 0
     for name in [a for a in argv if a != "--write"]:
         path = Path(name)
-        new, stale = refresh(path.read_text(encoding="utf-8"))
+        with tempfile.TemporaryDirectory() as tmp:
+            env = guide_env(Path(tmp)) if path.name == "writing-plugins.md" else None
+            new, stale = refresh(path.read_text(encoding="utf-8"), env)
         for cmd in stale:
             print(f"{path}: stale output for: {cmd}")
         if stale and write:

@@ -6,6 +6,8 @@ fields declared with `option`) and a function ``run(model, options, context)`` t
 this module is the built-in plugin that declares wall, optimum, crossover, elasticity and
 regime (the MoE model plugin adds plateau). The command line's choices and options, report
 validation, the reference docs and each options class's JSON Schema come from the registry.
+A result that records the `Equation` defining its root gets that root's `Sensitivity` to
+every parameter from `run`, whatever the analysis (`stepwall.analyses.sensitivity`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from stepwall.analyses.result import Derivation
+from stepwall.analyses.result import Derivation, Equation, Sensitivity
 from stepwall.hookspecs import hookimpl
 from stepwall.options import option, structure_options
 
@@ -23,7 +25,16 @@ if TYPE_CHECKING:
     from stepwall.model import StepModel
     from stepwall.registry import Registry
 
-__all__ = ["Analysis", "AnalysisOptions", "Context", "Derivation", "option", "run"]
+__all__ = [
+    "Analysis",
+    "AnalysisOptions",
+    "Context",
+    "Derivation",
+    "Equation",
+    "Sensitivity",
+    "option",
+    "run",
+]
 
 
 @attrs.frozen
@@ -32,6 +43,11 @@ class AnalysisOptions:
 
     symbolic: bool = option("keep the other parameters symbolic in the closed form",
                             default=False)  # fmt: skip
+    sensitivity: bool = option(
+        "print each root's sensitivities: ∂ln x*/∂ln p to every parameter by implicit "
+        "differentiation of its defining equation, largest first (--json always carries them)",
+        default=False,
+    )
 
 
 @attrs.frozen
@@ -80,14 +96,24 @@ def run(
 ) -> list[Derivation]:
     """Structure ``given`` into the analysis's options (errors name ``where`` and the
     option, with ``prefix``) and run it; always a list."""
+    from stepwall.analyses.sensitivity import attach
+
     opts = structure_options(analysis.options, given, where, prefix)
     out = analysis.run(model, opts, context)
-    return list(out) if isinstance(out, list | tuple) else [out]
+    results = list(out) if isinstance(out, list | tuple) else [out]
+    symbolic = bool(getattr(opts, "symbolic", False))
+    show = bool(getattr(opts, "sensitivity", False))
+
+    def whole(path: str) -> bool:
+        f = model.scenario.field(path)
+        return f is not None and bool(f.metadata.get("integer"))
+
+    return [attach(d, symbolic, show, whole) for d in results]
 
 
 @hookimpl
 def stepwall_analyses() -> list[Analysis]:
-    from stepwall.analyses import crossover, elasticity, optimum, regime, wall
+    from stepwall.analyses import crossover, elasticity, optimum, regime, tornado, wall
 
     return [wall.ANALYSIS, optimum.ANALYSIS, crossover.ANALYSIS, elasticity.ANALYSIS,
-            regime.ANALYSIS]  # fmt: skip
+            regime.ANALYSIS, tornado.ANALYSIS]  # fmt: skip

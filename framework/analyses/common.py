@@ -13,8 +13,9 @@ Before solving, two things make the step time smooth in the key, and every resul
 Every search runs inside the feasible region: constraints (memory, divisibility, cluster
 size, …) are evaluated along the key, the range is cut to where they hold, and a result says
 which constraint bounds it. Whether a closed form is attempted is decided by the expression's
-structure (a polynomial of low degree after clearing denominators, or linear in log x), never
-by elapsed time, so the same command prints the same text on an idle and a busy machine.
+structure (a polynomial of low degree after clearing denominators, linear in log x, or one
+exponential plus linear terms: Lambert W; `stepwall.analyses.roots`), never by elapsed time,
+so the same command prints the same text on an idle and a busy machine.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 import sympy as sp
 
 from stepwall.analyses.result import Derivation
+from stepwall.analyses.roots import exact_roots
 from stepwall.compiled import METRICS
 from stepwall.errors import SpecError
 from stepwall.symbols import rebuild, safe_lambdify
@@ -37,7 +39,6 @@ from stepwall.units import DIMENSIONLESS
 if TYPE_CHECKING:
     from stepwall.model import StepModel
 
-MAX_OPS = 3000  # larger equations are not handed to sympy: bisection answers, and says so
 EPS = sp.Symbol("epsilon", positive=True)
 RELAXED = "ceilings relaxed (ceiling(x) -> Max(x, 1))"
 
@@ -51,60 +52,30 @@ def solve(
     """Closed-form real, positive roots of eq = 0 where one exists by construction, or
     ([], why not).
 
-    Tried, by structure alone: a numerator polynomial in ``sym`` after clearing denominators
-    (degree ≤ 4 with numeric coefficients, ≤ 2 with symbols), and ``a + b·log(sym)``. Roots
-    are checked at ``check`` (the other symbols' values); a root whose value cannot be judged
-    there is kept for the caller to match numerically."""
-    eq = sp.sympify(eq)
-    if sp.count_ops(eq) > MAX_OPS:
-        return [], f"the equation has over {MAX_OPS} operations: no closed form attempted"
-    if eq.has(sp.Piecewise, sp.Min, sp.Max, sp.ceiling, sp.floor):
-        return [], "branches remain in the equation: no closed form attempted"
-    sols = _roots_polynomial(eq, sym)
-    if sols is None:
-        sols = _roots_log_linear(eq, sym)
-    if sols is None:
-        return [], (
-            f"not polynomial in {sym} after clearing denominators, nor linear in log({sym}) "
-            "(e.g. an exponential in it)"
-        )
-    if isinstance(sols, str):
-        return [], sols
-    good = []
-    for r in sols:
+    Tried, by structure alone (`stepwall.analyses.roots.exact_roots`): a numerator polynomial
+    in ``sym`` after clearing denominators (degree ≤ 4 with numeric coefficients, ≤ 2 with
+    symbols), ``a + b·log(sym)``, and one exponential in ``sym`` with terms linear in it
+    (a logarithm or Lambert W). Roots are checked at ``check`` (the other symbols' values); a
+    root whose value cannot be judged there is kept for the caller to match numerically."""
+    found = exact_roots(eq, sym, check)
+    if isinstance(found, str):
+        return [], found
+    good: list[tuple[sp.Expr, float | None]] = []
+    values: list[float] = []
+    for root in found:
+        r = root.expr
         try:
             v = complex(r.xreplace({EPS: 0.15, **(check or {})}).evalf())
         except (TypeError, ValueError):
-            good.append(r)
+            good.append((r, None))
             continue
-        if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)) and v.real > 0:
-            good.append(r)
-    return good, "" if good else "no real positive root"
-
-
-def _roots_polynomial(eq: sp.Expr, sym: sp.Symbol) -> list[sp.Expr] | str | None:
-    num, _ = eq.as_numer_denom()
-    num = sp.expand(num)
-    if not num.is_polynomial(sym):
-        return None
-    poly = sp.Poly(num, sym)
-    deg = poly.degree()
-    has_symbols = bool(num.free_symbols - {sym})
-    if deg < 1:
-        return f"the equation does not depend on {sym}"
-    if deg > (2 if has_symbols else 4):
-        return f"a polynomial of degree {deg} in {sym}: no closed form attempted"
-    return list(sp.roots(poly, multiple=True))
-
-
-def _roots_log_linear(eq: sp.Expr, sym: sp.Symbol) -> list[sp.Expr] | None:
-    """a + b·log(x) = 0 -> x = exp(-a/b) (a tree collective's log2 N against a constant)."""
-    u = sp.Dummy("u")
-    e = sp.expand(sp.expand_log(eq, force=True)).subs(sp.log(sym), u)
-    if sym in e.free_symbols or not e.is_polynomial(u) or sp.Poly(e, u).degree() != 1:
-        return None
-    b, a = sp.Poly(e, u).all_coeffs()
-    return [sp.exp(-a / b)]
+        if abs(v.imag) <= 1e-9 * max(1.0, abs(v.real)):
+            good.append((r, v.real))
+            values.append(abs(v.real))
+    # a root that is zero up to rounding (x = 2 + W₋₁(−2/e²)) is not a positive one
+    tiny = 1e-9 * max(values, default=0.0)
+    out = [r for r, v in good if v is None or v > tiny]
+    return out, "" if out else "no real positive root"
 
 
 def parameter(model: StepModel, key: str) -> sp.Symbol:
@@ -116,6 +87,12 @@ def parameter(model: StepModel, key: str) -> sp.Symbol:
 
 
 def metric_expr(model: StepModel, metric: str) -> sp.Expr:
+    from stepwall.economics import NEEDS
+
+    if metric in NEEDS and metric not in model.metrics:  # energy or cost the specs cannot give
+        key = next((k for k in NEEDS[metric] if model.scenario.parameter(k) is None), metric)
+        expect = f"--set {key}=… or a spec that states it"
+        raise SpecError(model.scenario.origin, key, f"not stated, so {metric} is unknown", expect)
     if metric not in model.metrics:
         raise SpecError("derive", "--metric", f"unknown metric {metric!r}", " | ".join(METRICS))
     return sp.sympify(model.metrics[metric])

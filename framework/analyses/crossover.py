@@ -19,16 +19,16 @@ from stepwall.analyses.common import (
     lambdify1,
     metric_expr,
     minimize_sense,
-    number,
     parameter,
     relax,
     resolve_branches,
     scan_grid,
-    solve,
     value,
 )
-from stepwall.analyses.result import Derivation
+from stepwall.analyses.result import Derivation, Equation
+from stepwall.analyses.roots import closed_for
 from stepwall.options import option
+from stepwall.symbols import is_constant, rebuild
 
 if TYPE_CHECKING:
     from stepwall.model import StepModel
@@ -41,9 +41,9 @@ def shared_axis(
     over all DP replicas (each replica serves x/dp)."""
     if sym.name == "workload.concurrency":
         dp = value(model, "parallel.dp")
-        f = model.substituted(relax(expr), [sym]).xreplace({sym: x / dp})
+        f = rebuild(model.substituted(relax(expr), [sym]), {sym: x / dp})
         return f, f"{model.scenario.label}: {dp:g} replica(s), each x/{dp:g} users"
-    return model.substituted(relax(expr), [sym]).xreplace({sym: x}), ""
+    return rebuild(model.substituted(relax(expr), [sym]), {sym: x}), ""
 
 
 def crossover(
@@ -127,18 +127,17 @@ def crossover(
             "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
         )
     r = roots[0]
-    vals = {x: r}
-    h = resolve_branches(f1, vals) - resolve_branches(f2, vals)
-    sols, why = solve(h, x)
-    match = [s for s in sols if abs(number(s, {}) - r) <= 1e-4 * max(1.0, r)]
+    eq = crossing_equation(model, other, sym, e1, e2, r, metric)
+    cr, why, shown = closed_for(eq, r, symbolic)
     if dropped:
         why = (why + "; " if why else "") + (
             f"{len(dropped)} crossing(s) where a constraint fails left out"
         )
-    if match:
-        method, closed = "symbolic", str(match[0])
-        latex = sp.latex(match[0])
-        note = why if dropped else ""
+    srepr, form, regime = "", None, None
+    if cr is not None:
+        closed, latex, srepr, form, regime = shown
+        method = "symbolic" if cr.approximation is None else "asymptotic"
+        note = why
     else:
         method = "numeric"
         closed = f"root of {metric}[{n1}] - {metric}[{n2}] in [{lo:g}, {hi:g}]"
@@ -152,7 +151,70 @@ def crossover(
     if feas is not None and not (r1.contains(feas / scale1) and r2.contains(feas / scale2)):
         feas = None
     return Derivation(
-        "crossover", key, r, feas, closed, latex, definition, method, note, n1, details
+        "crossover", key, r, feas, closed, latex, definition, method, note, n1, details,
+        srepr, form, regime, eq,
+    )  # fmt: skip
+
+
+def side_names(model: StepModel, other: StepModel) -> tuple[str, str]:
+    """How a crossover's rows name its two sides: the scenarios' names, or their labels
+    (with the overrides) where the names are the same."""
+    n1, n2 = model.scenario.name, other.scenario.name
+    if n1 == n2:
+        n1, n2 = model.scenario.label, other.scenario.label
+    return (n1, n2) if n1 != n2 else ("first", "second")
+
+
+def along(
+    model: StepModel, sym: sp.Symbol, expr: sp.Expr, r: float, rename: dict[sp.Basic, sp.Basic]
+) -> sp.Expr:
+    """The metric along the shared axis, symbolic in every parameter, branches resolved at
+    x = r; for concurrency each of dp replicas serves x/dp (dp symbolic). ``rename`` gives
+    the other scenario's parameters symbols of their own."""
+    vals = dict(model.values)
+    relaxed = relax(expr)
+    if sym.name == "workload.concurrency":
+        dp_sym = model.scenario.by_path.get("parallel.dp")
+        dp: sp.Expr = dp_sym if dp_sym is not None else sp.Integer(1)
+        vals[sym] = r / value(model, "parallel.dp")
+        f = rebuild(resolve_branches(relaxed, vals), {sym: sym / dp})
+    else:
+        vals[sym] = r
+        f = resolve_branches(relaxed, vals)
+    return rebuild(f, rename) if rename else f
+
+
+def crossing_equation(
+    model: StepModel,
+    other: StepModel,
+    sym: sp.Symbol,
+    e1: sp.Expr,
+    e2: sp.Expr,
+    r: float,
+    metric: str,
+) -> Equation:
+    """F(x, p) = metric₁(x) − metric₂(x), branches resolved at the crossing r, every
+    parameter symbolic: the second scenario's as primed symbols of their own, so that each
+    side's parameters are levers apart (constants, such as FLOPs per MAC, stay shared)."""
+    s1, s2 = side_names(model, other)
+    rename = {
+        p: sp.Symbol(p.name + "'", positive=True)
+        for p in other.values
+        if p != sym and not is_constant(p)
+    }
+    F = along(model, sym, e1, r, {}) - along(other, sym, e2, r, rename)
+    values: dict[sp.Symbol, float] = {p: float(v) for p, v in model.values.items() if p != sym}
+    names: dict[sp.Symbol, tuple[str, str]] = {p: (p.name, s1) for p in values}
+    for p, q in rename.items():
+        values[q] = float(other.values[p])
+        names[q] = (p.name, s2)
+    free = F.free_symbols
+    return Equation(
+        F,
+        sym,
+        {k: v for k, v in values.items() if k in free},
+        f"{metric}[{s1}](x) − {metric}[{s2}](x)",
+        {k: v for k, v in names.items() if k in free},
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -16,6 +17,7 @@ from stepwall.analyses.common import (
     bisect,
     exact,
     feasible_region,
+    is_integer_key,
     key_range,
     lambdify1,
     metric_expr,
@@ -29,7 +31,7 @@ from stepwall.analyses.common import (
     segments,
     solve,
 )
-from stepwall.analyses.result import Derivation
+from stepwall.analyses.result import Derivation, Equation
 from stepwall.options import option
 from stepwall.symbols import latex_names
 
@@ -40,18 +42,17 @@ if TYPE_CHECKING:
 def boundary_closed_form(
     model: StepModel, sym: sp.Symbol, x: float, symbolic: bool, metric_expr: sp.Expr
 ) -> sp.Basic | None:
-    """A Piecewise condition whose boundary in ``sym`` lies at ``x``: its solution for sym
-    (symbolic, e.g. cluster.scale_up.domain_size, or a number)."""
+    """The branch boundary at a kink ``x`` (`kink_equation`) solved for sym: symbolic (e.g.
+    cluster.scale_up.domain_size) or a number; None when sympy has no closed form."""
     src = relax(metric_expr) if symbolic else model.substituted(relax(metric_expr), [sym])
-    vals = {**model.values, sym: x}
-    for node in sp.preorder_traversal(src):
-        if isinstance(node, sp.Piecewise):
-            for _, c in node.args:
-                if isinstance(c, sp.core.relational.Relational) and sym in c.free_symbols:
-                    sols, _ = solve(c.lhs - c.rhs, sym)
-                    for s in sols:
-                        if abs(number(s, vals) - x) <= 1e-6 * max(1.0, abs(x)):
-                            return s
+    vals = {**model.values} if symbolic else {}
+    found = kink_equation(src, sym, x, vals)
+    if found is None:
+        return None
+    sols, _ = solve(found[0], sym)
+    for s in sols:
+        if abs(number(s, {**model.values, sym: x}) - x) <= 1e-6 * max(1.0, abs(x)):
+            return s
     return None
 
 
@@ -152,6 +153,7 @@ def optimum(
         if isinstance(closed, sp.Basic)
         else str(closed)
     )
+    srepr = sp.srepr(closed) if isinstance(closed, sp.Basic) else ""
     closed = str(closed)
     details: dict[str, Any] = {
         "where": where,
@@ -177,6 +179,8 @@ def optimum(
                 )
         else:
             note += f"; no whole {key} satisfies every constraint"
+    eq, why = optimum_equation(model, expr, sym, value, where, metric,
+                               region.lo_by if value == lo else region.hi_by)  # fmt: skip
     return Derivation(
         "optimum",
         key,
@@ -189,7 +193,92 @@ def optimum(
         note,
         model.scenario.label,
         details,
+        srepr=srepr,
+        equation=eq,
+        sensitivity_note=why,
     )
+
+
+def optimum_equation(
+    model: StepModel, expr: sp.Expr, sym: sp.Symbol, x: float, where: str, metric: str, by: str
+) -> tuple[Equation | None, str]:
+    """What defines the optimum, for its sensitivities: ∂f/∂x = 0 at a stationary point; the
+    boundary where the branch changes at a kink; the constraint that sets a bound (a bound on
+    whole values, or the scanned range, defines none: (None, why))."""
+    vals = {**model.values, sym: x}
+    relaxed = relax(expr)
+    if where == "stationary":
+        F, what = sp.diff(resolve_branches(relaxed, vals), sym), f"∂{metric}/∂x"
+    elif where == "kink":
+        found = kink_equation(relaxed, sym, x, model.values)
+        if found is None:
+            return None, "no branch boundary found at the kink"
+        F, what = found
+    elif not by:
+        return None, "the optimum is at the end of the scanned range: no equation defines it"
+    elif is_integer_key(model, sym):
+        return None, (
+            f"a bound on whole values of {sym.name} (set by constraint {by}): it moves in steps"
+        )
+    else:
+        c = next(c for c in model.constraints if c.name == by)
+        if not isinstance(c.relation, sp.core.relational.Relational):
+            return None, f"constraint {by} is not one comparison"
+        F = resolve_branches(relax(c.relation.lhs - c.relation.rhs), vals)
+        what = f"the two sides of constraint {by}"
+    F = resolve_branches(F, vals)
+    free = F.free_symbols - {sym}
+    return Equation(F, sym, {p: float(v) for p, v in model.values.items() if p in free}, what), ""
+
+
+def kink_equation(
+    expr: sp.Expr, sym: sp.Symbol, x: float, values: Mapping[sp.Symbol, float]
+) -> tuple[sp.Expr, str] | None:
+    """At a kink x: the boundary between the branches active just below and just above x, as
+    an expression that is zero there (a Piecewise condition's lhs − rhs, or the difference of
+    the two Min/Max arguments), found along the active branches only."""
+    d = 1e-6 * max(1.0, abs(x))
+    left, right = {**values, sym: x - d}, {**values, sym: x + d}
+
+    def active(e: sp.Basic, at: Mapping[sp.Symbol, float]) -> int:
+        if isinstance(e, sp.Piecewise):
+            return next(
+                i for i, (_, c) in enumerate(e.args) if c == sp.true or bool(c.xreplace(at))
+            )
+        vs = [number(a, at) for a in e.args]
+        return vs.index(min(vs) if isinstance(e, sp.Min) else max(vs))
+
+    def sided(g: sp.Expr) -> sp.Expr | None:
+        """g with its own branches resolved on the side of x where it depends on sym
+        (``tp − Min(D, tp)`` is 0 below D and tp − D above)."""
+        for at in (right, left):
+            h = resolve_branches(g, at)
+            if sym in sp.sympify(h).free_symbols:
+                return h
+        return None
+
+    def walk(e: sp.Basic) -> tuple[sp.Expr, str] | None:
+        if not e.args or sym not in e.free_symbols:
+            return None
+        if isinstance(e, sp.Piecewise | sp.Min | sp.Max):
+            il, ir = active(e, left), active(e, right)
+            if il != ir and isinstance(e, sp.Piecewise):
+                c = e.args[min(il, ir)][1]
+                g = sided(c.lhs - c.rhs) if isinstance(c, sp.core.relational.Relational) else None
+                return None if g is None else (g, f"the branch boundary {c}")
+            if il != ir:
+                kind = type(e).__name__
+                g = sided(e.args[il] - e.args[ir])
+                what = f"{kind} argument {il + 1} = argument {ir + 1}"
+                return None if g is None else (g, what)
+            return walk(e.args[il][0] if isinstance(e, sp.Piecewise) else e.args[il])
+        for a in e.args:
+            found = walk(a)
+            if found is not None:
+                return found
+        return None
+
+    return walk(expr)
 
 
 @attrs.frozen

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
-import sympy as sp
 
 from stepwall.analyses import Analysis, AnalysisOptions, Context
 from stepwall.analyses.common import (
@@ -18,14 +17,13 @@ from stepwall.analyses.common import (
     key_range,
     lambdify1,
     no_answer,
-    number,
     parameter,
     relax,
     resolve_branches,
     scan_grid,
-    solve,
 )
-from stepwall.analyses.result import Derivation
+from stepwall.analyses.result import Derivation, Equation
+from stepwall.analyses.roots import closed_for
 from stepwall.options import option
 
 if TYPE_CHECKING:
@@ -68,23 +66,26 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
     details_common = {"range": [lo, hi], "spans": spans}
     out = []
     for r, a, b in changes:
-        vals_r = {sym: r}
-        h = resolve_branches(rel[a], vals_r) - resolve_branches(rel[b], vals_r)
-        sols, why = solve(h, sym)
-        match = [s for s in sols if abs(number(s, {}) - r) <= 1e-4 * max(1.0, r)]
-        if symbolic and match:
-            full = {**model.values, sym: r}
-            hs = resolve_branches(relax(model.terms[a].expr), full) - resolve_branches(
-                relax(model.terms[b].expr), full
-            )
-            ss, _ = solve(hs, sym, full)
-            sm = [s for s in ss if abs(number(s, full) - r) <= 1e-4 * max(1.0, r)]
-            if sm:
-                match = sm
-        method = "symbolic" if match else "numeric"
-        closed = str(match[0]) if match else f"root of {names[a]} = {names[b]}"
-        note = f"{names[a]} dominates below, {names[b]} above" + (
-            "" if match else f"; {why or 'no matching root'}: bisection"
+        full = {**model.values, sym: r}
+        F = resolve_branches(relax(model.terms[a].expr), full) - resolve_branches(
+            relax(model.terms[b].expr), full
+        )
+        free = F.free_symbols - {sym}
+        eq = Equation(
+            F, sym, {p: float(v) for p, v in model.values.items() if p in free},
+            f"{names[a]}(x) − {names[b]}(x)",
+        )  # fmt: skip
+        cr, why, shown = closed_for(eq, r, symbolic)
+        srepr, form, approx = "", None, None
+        if cr is not None:
+            closed, latex, srepr, form, approx = shown
+            method = "symbolic" if cr.approximation is None else "asymptotic"
+        else:
+            method, closed, latex = "numeric", f"root of {names[a]} = {names[b]}", ""
+        note = (
+            f"{names[a]} dominates below, {names[b]} above"
+            + (f"; {why}" if cr is not None and why else "")
+            + ("" if cr is not None else f"; {why or 'no matching root'}: bisection")
         )
         out.append(
             Derivation(
@@ -93,12 +94,16 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
                 r,
                 feasible(model, sym, r, region)[0],
                 closed,
-                sp.latex(match[0]) if match else "",
+                latex,
                 definition,
                 method,
                 note,
                 model.scenario.label,
                 {**details_common, "from": names[a], "to": names[b]},
+                srepr,
+                form,
+                approx,
+                eq,
             )
         )
     if not out:

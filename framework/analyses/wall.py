@@ -12,7 +12,7 @@ import sympy as sp
 
 from stepwall.analyses import Analysis, AnalysisOptions, Context
 from stepwall.analyses.common import (
-    MAX_OPS,
+    EPS,
     bisect,
     exact,
     feasible,
@@ -27,10 +27,11 @@ from stepwall.analyses.common import (
     resolution_note,
     resolve_branches,
 )
-from stepwall.analyses.result import Derivation
+from stepwall.analyses.result import Derivation, Equation
+from stepwall.analyses.roots import MAX_OPS
 from stepwall.errors import SpecError
 from stepwall.options import option
-from stepwall.symbols import latex_names
+from stepwall.symbols import latex_names, rebuild
 
 if TYPE_CHECKING:
     from stepwall.model import StepModel
@@ -40,19 +41,28 @@ def freeze_growing(
     f: sp.Expr, sym: sp.Symbol, x0: float, values: Mapping[sp.Symbol, float] | None = None
 ) -> tuple[sp.Expr, list[str]]:
     """Addends of ``f`` that grow without bound in ``sym`` (ring/tree latency on the branch
-    kept) replaced by their value at ``x0``; returns the new f and what was frozen."""
+    kept) replaced by their value at ``x0``; returns the new f and what was frozen. A growing
+    addend that is a product over a sum (n_layers·(latency·log N + bytes/N)) is multiplied
+    out first, so that only its growing parts are held, whether f is numeric or symbolic."""
     vals = dict(values or {})
+
+    def grows(a: sp.Expr) -> bool:
+        """Still rising between N = 10¹² and 10¹³ by over 1e-6 of its size (log N, N^k; not
+        a bounded −c/N, whose rise there is ~1e-12 of its size)."""
+        v12, v13, v0 = (number(a, {**vals, sym: x}) for x in (1e12, 1e13, x0))
+        return v13 - v12 > 1e-6 * max(abs(v12), abs(v0))
+
     out, frozen = [], []
     for a in sp.Add.make_args(f):
-        if sym not in a.free_symbols:
+        if sym not in a.free_symbols or not grows(a):
             out.append(a)
             continue
-        v12, v13, v0 = (number(a, {**vals, sym: x}) for x in (1e12, 1e13, x0))
-        if v13 > v12 * (1 + 1e-6) and v13 > v0:
-            out.append(a.xreplace({sym: sp.Float(x0)}))
-            frozen.append(f"{a}" if len(str(a)) < 60 else f"{str(a)[:57]}...")
-        else:
-            out.append(a)
+        parts = sp.Add.make_args(sp.expand_mul(a))
+        held = [p for p in parts if sym in p.free_symbols and grows(p)] or [a]
+        out += [p for p in parts if p not in held] if held != [a] else []
+        for p in held:
+            out.append(p.xreplace({sym: sp.Float(x0)}))
+            frozen.append(f"{p}" if len(str(p)) < 60 else f"{str(p)[:57]}...")
     return sp.Add(*out), frozen
 
 
@@ -86,9 +96,12 @@ def wall(
         )
     x = sp.Dummy("x", positive=True)
     details: dict[str, Any] = {"eps": eps, "point": x0, "frozen": frozen}
-    method, note = "symbolic", ""
+    method, note, srepr = "symbolic", "", ""
     value: float | None = None
     closed, latex = "", ""
+    # the values are rounded to 6 digits (model.substituted); expand at full precision so
+    # that A and B agree with t evaluated from the same rounded values
+    f = rebuild(f, {c: sp.Float(c, 15) for c in f.atoms(sp.Float)})
     fx = sp.expand(f.xreplace({sym: 1 / x}))
     b_num = fx.xreplace({x: 0})
     a_num = sp.diff(fx, x).xreplace({x: 0})
@@ -105,11 +118,13 @@ def wall(
             value, note = None, f"t does not fall with {key} (A = {A:g} ≤ 0): no wall"
         else:
             value = A / (eps * B)
+        srepr = sp.srepr(sp.Float(A) / (EPS * sp.Float(B)))
         if f_sym is not None and sp.count_ops(f_sym) <= MAX_OPS:
             fsx = sp.expand(f_sym.xreplace({sym: 1 / x}))
             b_s = fsx.xreplace({x: 0})
             a_s = sp.diff(fsx, x).xreplace({x: 0})
             a_str, b_str = str(a_s), str(b_s)
+            srepr = sp.srepr(a_s / (EPS * b_s))
             a_tex = sp.latex(a_s, symbol_names=latex_names([a_s]))
             b_tex = sp.latex(b_s, symbol_names=latex_names([b_s]))
         elif f_sym is not None:
@@ -200,6 +215,29 @@ def wall(
         note,
         model.scenario.label,
         details,
+        srepr=srepr,
+        equation=wall_equation(model, metric_expr(model, metric), sym, x0, eps),
+    )
+
+
+FAR = 1e12  # t(∞) is t at this N, as in the numeric wall
+
+
+def wall_equation(
+    model: StepModel, expr: sp.Expr, sym: sp.Symbol, x0: float, eps: float
+) -> Equation:
+    """F(N, p) = t(N) − (1 + ε)·t(∞) with every parameter symbolic, the branches fixed at the
+    point and growing addends held there (as the wall does); t(∞) is t at N = 10¹², where
+    B + A/N is B to 12 digits."""
+    f = resolve_branches(relax(expr), {**model.values, sym: x0})
+    f, _ = freeze_growing(f, sym, x0, model.values)
+    F = f - (1 + sp.Float(eps)) * rebuild(f, {sym: sp.Float(FAR)})
+    free = F.free_symbols - {sym}
+    return Equation(
+        F,
+        sym,
+        {p: float(v) for p, v in model.values.items() if p in free},
+        f"t(N) − (1 + ε)·t(∞), ε = {eps:g}",
     )
 
 

@@ -143,3 +143,56 @@ def plot_latency_throughput(
     if title:
         ax.set_title(title)
     return _svg(fig)
+
+
+def plot_predicted_vs_measured(
+    groups: list[tuple[str, list[float], list[float]]], band: float, title: str, unit: str
+) -> bytes:
+    """Predicted against measured, log-log, one marker colour per group, the diagonal and a
+    ±band shaded around it; each axis spans the points."""
+    fig, ax = _figure(6.0, 5.2)
+    finite = [v for _, xs, ys in groups for v in (*xs, *ys) if math.isfinite(v) and v > 0]
+    lo, hi = (min(finite) / 2, max(finite) * 2) if finite else (0.1, 10.0)
+    line = np.geomspace(lo, hi, 64)
+    ax.fill_between(line, line * (1 - band), line * (1 + band), color="#dddddd",
+                    label=f"±{band:.0%}", linewidth=0)  # fmt: skip
+    ax.plot(line, line, color="#444444", linewidth=0.8)
+    markers = ("o", "s", "^", "D", "v", "P", "X")
+    for i, (label, xs, ys) in enumerate(groups):
+        ax.scatter(xs, ys, s=22, marker=markers[i % len(markers)], label=label,
+                   color=_COLORS[i % len(_COLORS)], zorder=3)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel(f"measured [{unit}]" if unit else "measured")
+    ax.set_ylabel(f"predicted [{unit}]" if unit else "predicted")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return _svg(fig)
+
+
+def plot_tornado(
+    bars: list[tuple[str, float, float]], nominal: float, xlabel: str, title: str
+) -> bytes:
+    """A tornado chart: one horizontal bar per input, from the metric at the input's low end
+    to its value at the high end (other inputs nominal), largest swing on top; the nominal
+    value as a vertical line."""
+    fig, ax = _figure(7.0, max(3.0, 1.8 + 0.42 * len(bars)))
+    y = np.arange(len(bars))[::-1]
+    for yi, (_, at_low, at_high) in zip(y, bars, strict=True):
+        ax.barh(yi, at_low - nominal, left=nominal, height=0.6, color=_COLORS[0])
+        ax.barh(yi, at_high - nominal, left=nominal, height=0.6, color=_COLORS[1])
+    ax.set_yticks(y, [b[0] for b in bars], fontsize=8)
+    ax.axvline(nominal, color="#444444", linewidth=0.9)
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=_COLORS[0], label="input at its low end"),
+               Patch(color=_COLORS[1], label="input at its high end")]  # fmt: skip
+    ax.legend(handles=handles, fontsize=7, ncols=2, loc="upper center",
+              bbox_to_anchor=(0.5, -0.3), frameon=False)  # fmt: skip
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    return _svg(fig)

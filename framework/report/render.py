@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -86,14 +86,7 @@ class Report:
     # ---- helpers for blocks
 
     def _display(self, p: Path) -> str:
-        p = p.resolve()
-        root = catalog_root().resolve()
-        for base, prefix in ((root, "specs/"), (self.cwd.resolve(), "")):
-            try:
-                return prefix + p.relative_to(base).as_posix()
-            except ValueError:
-                pass
-        return p.name
+        return display_path(p, self.cwd)
 
     def err(self, key: str, problem: str, expected: str = "") -> SpecError:
         return SpecError(self.where, key, problem, expected)
@@ -124,10 +117,7 @@ class Report:
 
     def track(self, model: StepModel) -> None:
         """Count a model's spec files in the provenance block."""
-        for origin in (model.scenario.origin, *model.scenario.provenance.values()):
-            p = Path(origin)
-            if origin != "--set" and p.is_file():
-                self.files.add(p.resolve())
+        self.files |= spec_files(model)
 
     def _publish(self, alias: str, model: StepModel) -> None:
         ev = model.evaluate()
@@ -145,6 +135,10 @@ class Report:
             s[f"{alias}.param.{sym.name}"] = float(v)
         s[f"{alias}.fits"] = bool(ev["memory_bytes_per_gpu"] <= ev["memory_capacity_per_gpu"])
         s[f"{alias}.name"] = model.scenario.name
+        if model.scenario.ranges:  # ALIAS.METRIC.low / .high (docs/ranges.md)
+            from stepwall.ranges import publish
+
+            publish(s, alias, model, self.registry)
 
     def alias(self, name: Any, key: str) -> StepModel:
         if name not in self.models:
@@ -216,9 +210,6 @@ class Report:
         """The Markdown (derivations choose closed forms by structure, not time, so a slower
         machine renders the same bytes)."""
         s = self.spec
-        lines = [f"# {fill(s.title, self.ns, self.where, 'title')}", ""]
-        if s.description:
-            lines += [fill(s.description.strip(), self.ns, self.where, "description"), ""]
         kinds = self.registry.blocks
         parsed = []
         for i, b in enumerate(s.block):
@@ -237,33 +228,72 @@ class Report:
         rendered: dict[int, list[str]] = {}
         for i, kind, opts, at in sorted(parsed, key=lambda p: (not p[1].early, p[0])):
             rendered[i] = kind.render(self, opts, at)
+        # the title and description last, so they can name any block's values too
+        lines = [f"# {fill(s.title, self.ns, self.where, 'title')}", ""]
+        if s.description:
+            lines += [fill(s.description.strip(), self.ns, self.where, "description"), ""]
         for i in range(len(parsed)):
             lines += [*rendered[i], ""]
         lines += self._provenance()
         return "\n".join(lines).rstrip() + "\n"
 
     def _provenance(self) -> list[str]:
+        files, software = provenance(self.files, self._display, self.registry,
+                                     list(self.models.values()))  # fmt: skip
         lines = ["## Provenance", "", "| spec file | SHA-256 |", "|:---|:---|"]
-        shown = sorted((self._display(p), p) for p in self.files)
-        for name, p in shown:
-            lines.append(f"| `{name}` | `{hashlib.sha256(p.read_bytes()).hexdigest()}` |")
+        lines += [f"| `{name}` | `{sha}` |" for name, sha in files]
         lines += ["", "| software | version |", "|:---|:---|"]
-        for dist in ("stepwall", "sympy", "numpy", "matplotlib"):
-            lines.append(f"| {dist} | {_version(dist)} |")
-        used = {name for name, _ in self.registry.pm.list_name_plugin()
-                if name in {n.removeprefix("stepwall.").removeprefix("plugins.").replace(".", "_")
-                            for n in registries.BUILTIN_PLUGINS}}  # fmt: skip
-        for m in self.models.values():
-            used |= {t.plugin for t in m.terms}
-            used |= {self.registry.owner(s, k) for s, k in m.scenario.kinds.items()}
-        for (
-            row
-        ) in self.registry.describe():  # installed plugins the report did not use are left out
-            if row["name"] in used:
-                lines.append(f"| plugin {row['name']} | {row['version']} |")
+        lines += [f"| {name} | {version} |" for name, version in software]
         cmd = ["stepwall", "report", self.ref, *(a for s in self.sets for a in ("--set", s))]
         lines += ["", "Regenerate with:", "", "```", shlex.join(cmd), "```"]
         return lines
+
+
+def display_path(p: Path, cwd: Path) -> str:
+    """A spec file as provenance shows it: ``specs/…`` in the catalog, else relative to
+    ``cwd``, else its name (no absolute paths: the same bytes on every machine)."""
+    p = p.resolve()
+    root = catalog_root().resolve()
+    for base, prefix in ((root, "specs/"), (cwd.resolve(), "")):
+        try:
+            return prefix + p.relative_to(base).as_posix()
+        except ValueError:
+            pass
+    return p.name
+
+
+def spec_files(model: StepModel) -> set[Path]:
+    """The files a model's values were read from: its scenario and every catalog entry."""
+    out = set()
+    for origin in (model.scenario.origin, *model.scenario.provenance.values()):
+        p = Path(origin)
+        if origin != "--set" and p.is_file():
+            out.add(p.resolve())
+    return out
+
+
+def provenance(
+    files: Iterable[Path],
+    display: Callable[[Path], str],
+    registry: Registry,
+    models: Sequence[StepModel],
+    dists: Sequence[str] = ("stepwall", "sympy", "numpy", "matplotlib"),
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The provenance block (reports, the explorer): (spec file as shown, SHA-256) by name,
+    and (software, version): ``dists``, then the plugins in use (the built-in ones and those
+    that own a kind or a term of ``models``; installed plugins not used are left out)."""
+    shown = sorted((display(p), p) for p in files)
+    spec = [(name, hashlib.sha256(p.read_bytes()).hexdigest()) for name, p in shown]
+    software = [(dist, _version(dist)) for dist in dists]
+    used = {name for name, _ in registry.pm.list_name_plugin()
+            if name in {n.removeprefix("stepwall.").removeprefix("plugins.").replace(".", "_")
+                        for n in registries.BUILTIN_PLUGINS}}  # fmt: skip
+    for m in models:
+        used |= {t.plugin for t in m.terms}
+        used |= {registry.owner(s, k) for s, k in m.scenario.kinds.items()}
+    software += [(f"plugin {row['name']}", str(row["version"]))
+                 for row in registry.describe() if row["name"] in used]  # fmt: skip
+    return spec, software
 
 
 def _withheld(series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -325,4 +355,19 @@ def write(report: Report, out: Path) -> list[Path]:
     return write_folder(out, dict(sorted({"REPORT.md": text.encode(), **report.outputs}.items())))
 
 
-__all__ = ["METRICS", "Report", "ReportSpec", "default_output", "write"]
+def write_page(report: Report, page: Path) -> list[Path]:
+    """Render the report as the Markdown file ``page`` (docs/validation.md), its plots and
+    CSVs in the folder beside it (docs/validation/), links pointing there; the folder is
+    written first, then the page, each atomically."""
+    from stepwall.output import write_file, write_folder
+
+    text = report.render()
+    folder = page.with_suffix("")
+    for name in report.outputs:  # the blocks link their files by bare name
+        text = text.replace(f"]({name})", f"]({folder.name}/{name})")
+    files = write_folder(folder, dict(sorted(report.outputs.items())))
+    write_file(page, text)
+    return [page, *files]
+
+
+__all__ = ["METRICS", "Report", "ReportSpec", "default_output", "write", "write_page"]

@@ -4,7 +4,7 @@ Laws (per GPU, per step), with B the routed-expert bytes the step touches (the m
 plugin's ``moe.routed_experts`` op), F its FLOPs and f the resident fraction:
 
 - resident part, from device memory:   t_hbm  = max(f·B / (B_HBM·η_mem), F / (F_peak·η_flop))
-  (`stepwall.laws.roofline`, as kind ``gpu`` uses it);
+  (`stepwall.roofline.op_terms`, as kind ``gpu`` uses it, with its kernel floors);
 - offloaded part, over the host link:  t_link = (1 − f)·B / (B_link·η_link);
 - ``transfer = "overlapped"``: the expert step takes max(t_hbm, t_link) (streaming next
   experts while computing on resident ones); ``"serialized"``: t_hbm + t_link.
@@ -23,9 +23,9 @@ import attrs
 import sympy as sp
 from stepwall.fields import KindSpec, choice, quantity
 from stepwall.hookspecs import hookimpl
-from stepwall.laws import roofline
+from stepwall.roofline import op_terms
 from stepwall.scenario import Scenario
-from stepwall.terms import Op, Term, Workload, launch_terms
+from stepwall.terms import Engine, Op, Term, Workload
 
 PLUGIN = "offload"  # the entry-point name: errors and terms name the plugin by it
 KIND = "gpu-offload"
@@ -80,35 +80,19 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 
 
 @hookimpl
-def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term]:
+def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...], engine: Engine) -> list[Term]:
     hw = scenario.params.hardware
     serialized = scenario.hardware.transfer == "serialized"
-
-    def hbm(op: Op, bytes_: sp.Expr) -> sp.Expr:
-        return roofline(
-            bytes_,
-            op.flops,
-            hw.hbm_bandwidth,
-            hw.hbm_efficiency,
-            hw.bf16_flops,
-            hw.compute_efficiency,
-        )
-
-    terms = []
+    terms: list[Term] = []
     for op in ops:
         if op.name != ROUTED:
-            terms.append(
-                Term(op.name, hbm(op, op.bytes), PLUGIN, f"roofline of {op.why}",
-                     op.group, op.overlap)  # fmt: skip
-            )
+            terms += op_terms(scenario, op, engine, PLUGIN)
             continue
         f = hw.resident_expert_fraction
-        link = host_link_time(op.bytes, f, hw.host_link_bandwidth, hw.host_link_efficiency)
         overlap = op.overlap if serialized else (op.overlap or "host_link")
-        terms.append(
-            Term(op.name, hbm(op, f * op.bytes), PLUGIN,
-                 f"roofline of the resident share f of {op.why}", op.group, overlap)  # fmt: skip
-        )
+        terms += op_terms(scenario, op, engine, PLUGIN, bytes_=f * op.bytes, overlap=overlap,
+                          why=f"roofline of the resident share f of {op.why}")  # fmt: skip
+        link = host_link_time(op.bytes, f, hw.host_link_bandwidth, hw.host_link_efficiency)
         terms.append(
             Term(
                 f"{op.name}.host_link",
@@ -120,7 +104,6 @@ def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...]) -> list[Term
                 overlap,
             )
         )
-    terms.extend(launch_terms(ops, hw.launch_latency, PLUGIN))
     return terms
 
 

@@ -1,8 +1,8 @@
 """Report block kinds: each a `BlockKind` with an options class (validated like every options
 class, path-qualified: ``report.toml:block[3].metric``) and a renderer returning Markdown
 lines. Plugins add kinds through the ``stepwall_report_blocks`` hook; this package is the
-built-in plugin declaring heading, prose, table, plot, formula and derivation, one module
-each.
+built-in plugin declaring heading, prose, table, plot, formula, derivation, explorer,
+validation and pareto, one module each.
 """
 
 from __future__ import annotations
@@ -50,6 +50,17 @@ class BlockKind:
 
 @hookimpl
 def stepwall_report_blocks() -> list[BlockKind]:
-    from stepwall.report.blocks import derivation, formula, heading, plot, prose, table
+    from stepwall.report.blocks import (
+        derivation,
+        explorer,
+        formula,
+        heading,
+        pareto,
+        plot,
+        prose,
+        table,
+        validation,
+    )
 
-    return [heading.BLOCK, prose.BLOCK, table.BLOCK, plot.BLOCK, formula.BLOCK, derivation.BLOCK]
+    return [heading.BLOCK, prose.BLOCK, table.BLOCK, plot.BLOCK, formula.BLOCK, derivation.BLOCK,
+            explorer.BLOCK, validation.BLOCK, pareto.BLOCK]  # fmt: skip

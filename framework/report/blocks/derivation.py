@@ -14,7 +14,8 @@ import attrs
 import numpy as np
 import sympy as sp
 
-from stepwall.analyses import Context, run
+from stepwall.analyses import Context, Derivation, run
+from stepwall.analyses.result import describe_form, describe_regime
 from stepwall.errors import SpecError, StepwallError, did_you_mean
 from stepwall.options import option, structure_options
 from stepwall.report.blocks import BlockKind
@@ -35,6 +36,11 @@ class DerivationOptions:
     title: str = option("shown above the result", default="")
     caption: str = option("shown under it", default="")
     top: int | None = option("a list of results: how many rows to show", default=None)
+    sensitivities: int = option(
+        "how many of each root's sensitivities (∂ln x*/∂ln p, largest first) to show beside it; "
+        "all are in ID.sensitivities.csv; 0 shows none",
+        default=5,
+    )
     analysis: dict[str, Any] = option("the analysis's own options", default={})
 
 
@@ -77,6 +83,20 @@ def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
         raise report.err(at + "derive", str(e)) from None
     except StepwallError as e:
         raise report.err(at + "derive", str(e)) from None
+    ranged = [model] + [report.models[v] for v in o.analysis.values()
+                        if isinstance(v, str) and v in report.models]  # fmt: skip
+    if not analysis.many and any(m.scenario.ranges for m in ranged):  # an interval over the box
+        from stepwall.ranges import root_interval
+
+        try:
+            results = [root_interval(analysis, model, o.analysis,
+                                     Context(report.registry, model_of), results[0],
+                                     report.where, at)]  # fmt: skip
+        except StepwallError as e:
+            raise report.err(at + "derive", str(e)) from None
+        span = results[0].details.get("range")
+        if span:
+            report.ns.scalars[f"{o.id}.low"], report.ns.scalars[f"{o.id}.high"] = span
     report.derivations[o.id] = results if analysis.many else results[0]
     title = fill(o.title or f"{o.derive} of {o.scenario}", report.ns, report.where, at + "title")
     if analysis.many:
@@ -104,10 +124,68 @@ def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
             facts.append(f"{label}: {fmt(v, '.4g') if not isinstance(v, str) else v}")
     if facts:
         lines.append("; ".join(facts))
+    if result.form:
+        lines += ["", f"Form: {describe_form(result.form, bool(result.regime))}"]
+    if result.regime:
+        lines += ["", f"Regime: {describe_regime(result.regime)}"]
     if result.note:
         lines += ["", f"Note: {result.note}"]
+    lines += _sensitivities(report, o, result, _aliases(report, o))
     if o.caption:
         lines += ["", fill(o.caption.strip(), report.ns, report.where, at + "caption")]
+    return lines
+
+
+def _aliases(report: Report, o: DerivationOptions) -> dict[str, str]:
+    """Scenario names and labels -> the report's aliases (a crossover's sides)."""
+    out: dict[str, str] = {}
+    for alias in (o.scenario, *(v for v in o.analysis.values() if isinstance(v, str))):
+        if alias in report.models:
+            sc = report.models[alias].scenario
+            out.setdefault(sc.name, alias)
+            out.setdefault(sc.label, alias)
+    return out
+
+
+def _sensitivities(report: Report, o: DerivationOptions, result: Derivation,
+                   aliases: dict[str, str]) -> list[str]:  # fmt: skip
+    """The root's sensitivities: scalars ``ID.sensitivity[.ALIAS].PARAMETER``, all in
+    ``ID.sensitivities.csv``, the largest ``o.sensitivities`` of the parameters that take any
+    value (not whole-number counts) as a table."""
+    if result.equation is None and not result.sensitivity_note:
+        return []
+    s = report.ns.scalars
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["parameter", "side", "elasticity", "derivative", "value", "whole"])
+    for r in result.sensitivities:
+        side = aliases.get(r.side, r.side)
+        w.writerow([r.parameter, side, csv_number(r.elasticity), csv_number(r.derivative),
+                    csv_number(r.value), "yes" if r.whole else "no"])  # fmt: skip
+        name = r.parameter if r.side in ("", "both") else f"{side}.{r.parameter}"
+        if r.side != "both" or f"{o.id}.sensitivity.{name}" not in s:
+            s[f"{o.id}.sensitivity.{name}"] = float(r.elasticity)
+    if not o.sensitivities:
+        return []
+    if not result.sensitivities:
+        return ["", f"Sensitivities: none ({result.sensitivity_note})."]
+    report.outputs[f"{o.id}.sensitivities.csv"] = buf.getvalue().encode()
+    shown = [r for r in result.sensitivities if r.elasticity and not r.whole][: o.sensitivities]
+    what = result.equation.what if result.equation is not None else ""
+    for name, alias in sorted(aliases.items(), key=lambda kv: -len(kv[0])):
+        what = what.replace(f"[{name}]", f"[{alias}]")
+    sided = any(r.side for r in shown)
+    lines = ["", f"Sensitivities of the root, ∂ln x\\*/∂ln p = −(p/x\\*)·(∂F/∂p)/(∂F/∂x) with "
+                 f"F = {what}: the largest among parameters that take any value (whole-number "
+                 "counts and degrees are in the CSV):", ""]  # fmt: skip
+    lines.append("| parameter |" + (" side |" if sided else "") + " elasticity |")
+    lines.append("|:---|" + (":---|" if sided else "") + "---:|")
+    for r in shown:
+        side = f" {aliases.get(r.side, r.side)} |" if sided else ""
+        lines.append(f"| `{r.parameter}` |{side} {r.elasticity:+.3f} |")
+    more = len(result.sensitivities) - len(shown)
+    link = f"[{o.id}.sensitivities.csv]({o.id}.sensitivities.csv)"
+    lines += ["", f"({more} more in {link})" if more else f"Data: {link}"]
     return lines
 
 
@@ -128,6 +206,11 @@ def _list(report: Report, o: DerivationOptions, at: str, analysis: Any, results:
     if results and results[0].definition:
         lines += [f"Definition: {results[0].definition}", ""]
     head, rows = analysis.table(results)
+    if o.sensitivities and len(rows) == len(results) and any(r.sensitivities for r in results):
+        aliases = _aliases(report, o)
+        head = [*head, "largest sensitivities"]
+        rows = [[*row, _levers(r, min(o.sensitivities, 3), aliases)]
+                for row, r in zip(rows, results, strict=True)]  # fmt: skip
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join([":---", *["---:"] * (len(head) > 1), *[":---"] *
                                  max(0, len(head) - 2)]) + "|")  # fmt: skip
@@ -148,6 +231,13 @@ def _list(report: Report, o: DerivationOptions, at: str, analysis: Any, results:
     if o.caption:
         lines += ["", fill(o.caption.strip(), report.ns, report.where, at + "caption")]
     return lines
+
+
+def _levers(result: Derivation, n: int, aliases: dict[str, str]) -> str:
+    """A result's largest sensitivities among parameters that take any value, in one cell."""
+    top = [r for r in result.sensitivities if r.elasticity and not r.whole][:n]
+    side = {r.side: f" ({aliases.get(r.side, r.side)})" if r.side else "" for r in top}
+    return "; ".join(f"{r.parameter}{side[r.side]} {r.elasticity:+.2f}" for r in top)
 
 
 def _cell(v: Any, spec: str) -> str:

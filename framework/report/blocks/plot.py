@@ -1,5 +1,6 @@
 """Block ``plot``: an SVG figure: step-time breakdown by term group, a metric against a key
-(with derived points marked), or speed per user against throughput per GPU."""
+(with derived points marked), speed per user against throughput per GPU, or the tornado of a
+``tornado`` derivation (by id)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from stepwall.report.placeholders import fill, unit_scale
 if TYPE_CHECKING:
     from stepwall.report.render import Report
 
-PLOTS = ("breakdown", "metric_vs_key", "latency_throughput")
+PLOTS = ("breakdown", "metric_vs_key", "latency_throughput", "tornado")
 GROUP_ORDER = ("moe", "dense", "attention", "comm", "base", "spec")
 
 
@@ -35,6 +36,7 @@ class PlotOptions:
     xlabel: str = option("the x axis label (default: the key)", default="")
     ylabel: str = option("the y axis label (default: the metric)", default="")
     caption: str = option("shown under the figure", default="")
+    derivation: str = option("tornado: the id of the tornado derivation drawn", default="")
 
 
 def render(report: Report, o: PlotOptions, at: str) -> list[str]:
@@ -44,6 +46,8 @@ def render(report: Report, o: PlotOptions, at: str) -> list[str]:
 
     if not IDENT.fullmatch(o.id) or f"{o.id}.svg" in report.outputs:
         raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    if o.plot == "tornado":
+        return _tornado(report, o, at)
     aliases = list(o.scenarios or ([o.scenario] if o.scenario else []))
     if not aliases:
         raise report.err(at + "scenarios", "missing", "a list of aliases")
@@ -109,5 +113,29 @@ def render(report: Report, o: PlotOptions, at: str) -> list[str]:
     return lines
 
 
-BLOCK = BlockKind("plot", "an SVG figure: breakdown, metric against a key, or speed against "
-                  "throughput", PlotOptions, render)  # fmt: skip
+def _tornado(report: Report, o: PlotOptions, at: str) -> list[str]:
+    """The bars of a tornado derivation (by id): the metric at each input's low and high
+    end, in the block's unit."""
+    from stepwall.report.plots import plot_tornado
+
+    results = report.derivations.get(o.derivation)
+    if not isinstance(results, list) or not results or results[0].kind != "tornado":
+        raise report.err(at + "derivation", f"{o.derivation!r} is not a tornado derivation",
+                         "the id of a derivation block with derive = \"tornado\"")  # fmt: skip
+    d0 = results[0].details
+    scale = unit_scale(o.unit, d0["metric"], report.where, at + "unit")
+    bars = [(d.key, d.details["value_at_low"] / scale, d.details["value_at_high"] / scale)
+            for d in results if d.value]  # fmt: skip
+    title = fill(o.title, report.ns, report.where, at + "title")
+    label = o.xlabel or d0["metric"]
+    svg = plot_tornado(bars, d0["metric_value"] / scale,
+                       f"{label} [{o.unit}]" if o.unit else label, title)  # fmt: skip
+    report.outputs[f"{o.id}.svg"] = svg
+    lines = [f"![{title or o.id}]({o.id}.svg)"]
+    if o.caption:
+        lines += ["", fill(o.caption.strip(), report.ns, report.where, at + "caption")]
+    return lines
+
+
+BLOCK = BlockKind("plot", "an SVG figure: breakdown, metric against a key, speed against "
+                  "throughput, or a tornado of ranged inputs", PlotOptions, render)  # fmt: skip

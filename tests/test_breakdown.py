@@ -1,0 +1,76 @@
+"""Each validation regime is right for the right reasons: which laws dominate its step.
+
+The expectations are the physics of the regime, checked on `stepwall eval --json`'s term
+times and per-op work, against rates read from the spec files here (not through the model):
+
+- batch 1 on TP-8 (DeepSeek-R1 NVFP4 on B200, min-latency recipe): a few MB of weights per
+  kernel, so the step is kernel floors and launches, not bytes or FLOPs;
+- 896 requests per rank with attention-DP + EP-8 on B200 (TensorRT-LLM's max-throughput
+  recipe): the routed experts see ~10^4 tokens a step (hundreds of rows per expert) and are
+  compute-bound at the FP4 roof — their FLOPs at the calibrated FP4 rate take longer than their
+  bytes at the calibrated MoE streaming rate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stepwall.cli import main
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+PREFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+def _rate(text: str) -> float:
+    """'9000 TFLOP/s' or '7.7 TB/s' in SI units per second (the spec's own quantity string)."""
+    m = re.fullmatch(r"([0-9.eE+-]+)\s*([kMGTP]?)(FLOP|B)/s", text.strip())
+    assert m, text
+    return float(m[1]) * PREFIX[m[2]]
+
+
+def _eval(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main(["eval", *argv, "--json"]) == 0
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert doc["feasible"]
+    return doc
+
+
+def test_batch1_tp8_is_kernel_floors_and_launches(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _eval(capsys, "dsr1-fp4-b200-tp8-minlat")
+    step = doc["step_time_s"]
+    terms = {t["name"]: t["seconds"] for t in doc["terms"]}
+    floors = sum(s for n, s in terms.items() if n.endswith(".floor"))
+    engine = sum(s for n, s in terms.items() if n.startswith("engine."))
+    rooflines = sum(
+        s for n, s in terms.items()
+        if not n.endswith(".floor") and not n.startswith(("engine.", "comm."))
+    )  # fmt: skip
+    assert floors + engine > 0.6 * step, (floors, engine, step)
+    assert rooflines < 0.3 * step, (rooflines, step)
+    # the weights a GPU reads per step at the HBM's peak rate: far below the measured ~8 ms
+    hw = tomllib.loads((SPECS / "hardware" / "b200.toml").read_text())
+    streamed = sum(o["bytes_per_gpu"] for o in doc["ops"]) / _rate(hw["hbm_bandwidth"])
+    assert streamed < 0.25 * step, (streamed, step)
+
+
+def test_896_per_rank_routed_experts_are_fp4_compute_bound(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = _eval(capsys, "dsr1-fp4-b200-adp-ep8", "--set", "workload.concurrency=7168",
+                "--set", 'model.kv_bits="8 bit"')  # fmt: skip
+    hw = tomllib.loads((SPECS / "hardware" / "b200.toml").read_text())
+    routed = next(o for o in doc["ops"] if o["name"] == "moe.routed_experts")
+    compute = routed["flops_per_gpu"] / (_rate(hw["fp4"]["flops"]) * hw["fp4"]["efficiency"])
+    memory = routed["bytes_per_gpu"] / (_rate(hw["hbm_bandwidth"]) * hw["moe_efficiency"])
+    assert compute > 1.5 * memory, (compute, memory)
+    # the model's own term is that compute time, slowed by the grouped GEMM's size ramp
+    # (t = flops·(1 + n½/max(rows, n½))/r∞: between the plateau and half of it), not the bytes
+    term = next(t["seconds"] for t in doc["terms"] if t["name"] == "moe.routed_experts")
+    assert compute * (1 - 1e-9) <= term <= 2 * compute * (1 + 1e-9), (term, compute)
+    assert term > 1.5 * memory
