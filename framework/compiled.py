@@ -88,7 +88,7 @@ DIAGNOSTIC_METRICS = frozenset(
     {"gpus", "memory_bytes_per_gpu", "memory_capacity_per_gpu", "weight_bytes_per_gpu",
      "kv_bytes_per_gpu"}
 )  # fmt: skip
-FORMAT = 4  # the layout of a cache entry; bump when it changes
+FORMAT = 5  # the layout of a cache entry; bump when it changes
 
 
 @attrs.frozen
@@ -206,13 +206,12 @@ class CompiledModel:
         result["constraints"] = {
             c.name: np.asarray(h, dtype=bool) for c, h in zip(self.constraints, holds, strict=True)
         }
-        feasible = np.asarray(True)
-        for h in result["constraints"].values():
-            feasible = feasible & h
-        for m in METRICS:
-            if m not in OPTIONAL_METRICS:
-                feasible = feasible & np.isfinite(np.asarray(result[m], dtype=float))
-        result["feasible"] = feasible
+        checks = [*result["constraints"].values()] + [
+            np.isfinite(np.asarray(result[m], dtype=float))
+            for m in METRICS
+            if m not in OPTIONAL_METRICS
+        ]
+        result["feasible"] = _conjunction(checks)
         return result
 
     def to_json(self) -> dict[str, Any]:
@@ -256,6 +255,20 @@ class CompiledModel:
                 else {}
             ),
         )
+
+
+def _conjunction(checks: Sequence[Any]) -> Any:
+    """The elementwise ``and`` of boolean arrays broadcast together: what ``True & a & b …``
+    gives, with the 0-d ones folded in Python first, and the others into one array in place
+    (numpy's ``&`` of an array with a 0-d one is many times slower than of two arrays)."""
+    import numpy as np
+
+    shape = np.broadcast_shapes(*(h.shape for h in checks))
+    feasible = np.full(shape, all(bool(h) for h in checks if not h.ndim))
+    for h in checks:
+        if h.ndim:
+            feasible &= h
+    return feasible if feasible.ndim else feasible[()]
 
 
 def extra_imports(fn: Any, module: str = "numpy") -> tuple[tuple[str, str], ...]:

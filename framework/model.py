@@ -176,8 +176,10 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
         base = model.shared[0]
         fn, source, imports = base.function(), base.source, base.imports
     else:
-        fn = sp.lambdify(names, renamed, modules="numpy", cse=True)
-        source, imports = inspect.getsource(fn), extra_imports(fn)
+        from stepwall.printer import numpy_function
+
+        fn, source = numpy_function(names, renamed)
+        imports = extra_imports(fn)
     one = sp.lambdify(names, renamed, modules="math", cse=True) if scalar else None
     return CompiledModel(
         tuple(s.name for s in params),
