@@ -728,10 +728,29 @@ def _validate_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--row", dest="ids", action="append", default=[], metavar="ID",
                    help="only this row (repeatable)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON document")
-    p.add_argument("--max-median", type=float, metavar="FRACTION",
-                   help="exit 1 if the median |error| exceeds this (0.15 = 15%%)")  # fmt: skip
-    p.add_argument("--max-worst", type=float, metavar="FRACTION",
-                   help="exit 1 if any |error| exceeds this")  # fmt: skip
+    p.add_argument("--max-median", type=_error_bound, metavar="FRACTION",
+                   help="exit 1 if the median |error| exceeds this (0.15 or 15%%)")  # fmt: skip
+    p.add_argument("--max-worst", type=_error_bound, metavar="FRACTION",
+                   help="exit 1 if any |error| exceeds this (0.40 or 40%%)")  # fmt: skip
+
+
+def _error_bound(text: str) -> float:
+    """A relative error bound: a fraction in [0, 1] (0.15) or a percentage (15%, 250%). A bare
+    number above 1 is refused: '15' is far more often meant as 15% than as 1500%."""
+    import math
+
+    percent = text.endswith("%")
+    try:
+        value = float(text[:-1]) / 100 if percent else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number (expected 0.15 or 15%)"
+        ) from None
+    if not math.isfinite(value) or value < 0 or (value > 1 and not percent):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a fraction in [0, 1] or a percentage (expected 0.15 or 15%)"
+        )
+    return value
 
 
 @command("validate", "predict published end-to-end serving measurements and print each "

@@ -64,9 +64,18 @@ def test_divide_by_turns_a_per_node_figure_per_gpu(tmp_path, capsys):
 def test_gates_exit_one_when_exceeded(tmp_path, capsys):
     table = _table(tmp_path, ROW.format(id="a", measured="100 tokens/s"))
     assert main(["validate", str(table), "--max-worst", "0.01"]) == 1
-    assert main(["validate", str(table), "--max-median", "100"]) == 0
+    assert main(["validate", str(table), "--max-worst", "1%"]) == 1
+    assert main(["validate", str(table), "--max-median", "10000%"]) == 0
     out = capsys.readouterr().out
     assert "median |error|" in out and "worst" in out
+
+
+@pytest.mark.parametrize("bound", ["15", "-0.1", "nan", "abc", "-5%"])
+def test_a_gate_is_a_fraction_or_a_percentage(bound, capsys):
+    """'--max-median 15' would be 1500%: refused in one line rather than never failing."""
+    assert main(["validate", "--max-median", bound]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-median" in err
 
 
 def test_fill_memory_finds_the_largest_batch_that_fits(tmp_path):
