@@ -69,6 +69,8 @@ class Dim:
     def __str__(self) -> str:
         if self.dimensionless:
             return "dimensionless"
+        if self._exp in _NAMED:  # W and J, not kg·m^2/s^3
+            return _NAMED[self._exp]
         num = [_fmt(_SYMBOL[b], e) for b, e in zip(BASES, self._exp, strict=True) if e > 0]
         den = [_fmt(_SYMBOL[b], -e) for b, e in zip(BASES, self._exp, strict=True) if e < 0]
         top = "·".join(num) or "1"
@@ -92,6 +94,7 @@ COMPUTE_RATE = OPERATION / TIME
 FREQUENCY = DIMENSIONLESS / TIME
 ENERGY = Dim(mass=1, length=2, time=-2)
 POWER = ENERGY / TIME
+_NAMED = {POWER._exp: "W", ENERGY._exp: "J"}  # derived units printed by their name
 CURRENCY = Dim(currency=1)
 PRICE_RATE = CURRENCY / TIME  # a rental price: USD per GPU-hour
 
