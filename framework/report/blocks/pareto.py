@@ -119,6 +119,8 @@ def render(report: Report, o: ParetoOptions, at: str) -> list[str]:
         )
         result = search.run_search(plan, spread=o.spread)
     except SpecError as e:
+        if e.where == report.where:  # already names the report and the block's key
+            raise
         raise report.err(at.rstrip("."), f"{e.where}:{e.key}: {e.problem}", e.expected) from None
     s = report.ns.scalars
     s[f"{o.id}.evaluated"] = float(result.evaluated)
