@@ -152,7 +152,10 @@ def cmd_eval(ns: argparse.Namespace, registry: Registry) -> int:
         from stepwall import ranges
         from stepwall.model import build_model
 
-        ranges.annotate(doc, build_model(scenario, registry=registry), registry)
+        model = build_model(scenario, registry=registry)
+        if not ns.allow_infeasible:
+            ranges.check_box(model, ranges.inputs(model, registry))
+        ranges.annotate(doc, model, registry)
     elif not violations and not ns.no_cache and registry.is_default:
         from stepwall import point_cache
 

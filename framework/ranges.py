@@ -674,6 +674,28 @@ def corners(ranged: Sequence[RangedInput]) -> list[dict[str, float]]:
     ]
 
 
+def check_box(model: StepModel, ranged: Sequence[RangedInput]) -> None:
+    """Raise a one-line SpecError when a constraint fails at a corner of the box (the
+    constraints — memory, divisibility, τ ≤ M — are monotone in one value at a time, so a
+    box whose corners hold holds inside): no range may span impossible configurations."""
+    pts = corners(ranged)
+    ev = model.evaluate({r.symbol: np.array([p[r.path] for p in pts], dtype=float)
+                         for r in ranged})  # fmt: skip
+    ok = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), (len(pts),))
+    if ok.all():
+        return
+    corner = pts[int(np.argmin(ok))]
+    at = model.evaluate({r.symbol: corner[r.path] for r in ranged})
+    found = [c for c in model.constraints if not bool(np.all(at["constraints"][c.name]))]
+    why = f"{found[0].name} fails ({found[0].message})" if found else "a metric is not finite"
+    where = ", ".join(f"{r.path} = {shown(corner[r.path], r.unit)}" for r in ranged)
+    first = ranged[0]
+    raise SpecError(first.file, first.path,
+                    f"the box of ranged values holds an impossible configuration: at its corner "
+                    f"{where}, {why}",
+                    "ranges whose every point is feasible (or --allow-infeasible)")  # fmt: skip
+
+
 # ---------------------------------------------------------------- eval output
 
 METHODS = {

@@ -331,3 +331,14 @@ def test_the_shipped_report_states_the_seeds_speeds_beside_ranges_from_the_corne
                                                   round(nominal)]  # fmt: skip
         # the prose says the bounds are exact (monotone): so they are
         assert bounds(model)["tokens_per_s_per_user"].method == "exact"
+
+
+def test_a_box_with_an_impossible_corner_is_refused(capsys) -> None:
+    """The nominal point fits, the box's low end of memory does not: no range is printed
+    over impossible configurations (a one-line error), unless --allow-infeasible."""
+    sets = ["--set", "hardware.memory_capacity=120..141 (141) GB"]
+    assert main(["eval", "dsv3-h200-tp8", *sets]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "memory_fits" in err and "120 GB" in err
+    assert main(["eval", "dsv3-h200-tp8", *sets, "--allow-infeasible"]) == 0
+    assert "ranges" in capsys.readouterr().out
