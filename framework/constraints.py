@@ -151,12 +151,23 @@ def violation(
     """``c`` (known not to hold) said with the values at the point, and what would fix it."""
     vals = dict(values if values is not None else model.values)
     if c.keys:
-        key = c.keys[0]
+        key = _blamed(model, c.keys)
         where = shown_path(model.scenario.file_of(key))
     else:
         key, where = "", f"plugin {c.plugin}"
     text = _explain(c.relation, vals, key, c.labels)
     return Violation(c, where, key, text, repair_hint(model, c, vals))
+
+
+def _blamed(model: StepModel, keys: Sequence[str]) -> str:
+    """The key to name: one the user set on the command line, else one a file states, else
+    the constraint's first (a plugin default nobody wrote down is the last thing to blame)."""
+    stated = model.scenario.provenance
+    for wanted in (lambda k: stated.get(k) == "--set", lambda k: k in stated):
+        for key in keys:
+            if wanted(key):
+                return key
+    return keys[0]
 
 
 def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, float]) -> str:

@@ -322,10 +322,12 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         "stepwall_constraints", scenario, decoding=decoding, layout=layout, workload=workload
     )
     # the degrees that shrink resident memory, those the scenario sets first
+    held = {s.name for s in sp.sympify(resident).free_symbols}
     levers = sorted(
-        (s.name for s in sp.sympify(resident).free_symbols if s.name.startswith("parallel.")),
+        (k for k in held if k.startswith("parallel.")),
         key=lambda k: (k not in scenario.provenance, k),
     )
+    levers += sorted(k for k in held if k.startswith("workload."))  # what fills the KV cache
     constraints = [  # the plugins' first: a root cause reads better than its symptom
         *(c for cs in stated for c in cs),
         *composer_constraints([*terms, *ttft_terms], resident, capacity, levers),

@@ -200,3 +200,14 @@ def test_slow_plugin_imports_are_named() -> None:
     reg.import_seconds["heavy"] = 5.0
     (line,) = reg.slow_imports()
     assert "plugin heavy took 5.0 s to import" in line
+
+
+def test_memory_blames_the_key_the_user_changed(capsys) -> None:
+    """Too many users for a dense model's memory: the error names the --set that did it, not
+    an expert-parallel degree the scenario never states."""
+    from stepwall.cli import main
+
+    assert main(["eval", "llama8b-h100-serving", "--set", "workload.concurrency=100000"]) == 2
+    err = capsys.readouterr().err
+    assert "--set:workload.concurrency: resident memory per GPU" in err
+    assert "parallel.ep" not in err
