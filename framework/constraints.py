@@ -163,11 +163,9 @@ def _blamed(model: StepModel, keys: Sequence[str]) -> str:
     """The key to name: one the user set on the command line, else one a file states, else
     the constraint's first (a plugin default nobody wrote down is the last thing to blame)."""
     stated = model.scenario.provenance
-    for wanted in (lambda k: stated.get(k) == "--set", lambda k: k in stated):
-        for key in keys:
-            if wanted(key):
-                return key
-    return keys[0]
+    on_command_line = [k for k in keys if stated.get(k) == "--set"]
+    in_a_file = [k for k in keys if k in stated]
+    return (on_command_line or in_a_file or list(keys))[0]
 
 
 def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, float]) -> str:
