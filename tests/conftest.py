@@ -7,7 +7,9 @@ import re
 import shutil
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,3 +71,27 @@ def guide_env(tmp_path: Path) -> dict[str, str]:
         "PYTHONPATH": path,
         "S": "contrib/stepwall-offload/stepwall_offload/specs/scenarios",
     }
+
+
+def toy_factory(base: Any, unit: Any) -> Callable[..., Any]:
+    """Toy models on a real scenario's parameters (so keys, ranges and compilation work as
+    in the catalog): ``make(f, g, …)`` has one term per function of N = parallel.tp, each a
+    number of ``unit`` (a time-valued parameter of ``base``), and no constraints."""
+    import attrs
+    import sympy as sp
+
+    from stepwall.terms import Term
+
+    n = base.parameter("parallel.tp")
+    second = unit / base.values[unit]  # a time-valued expression worth one second
+
+    def make(*parts: Callable[[Any], Any]) -> Any:
+        terms = tuple(
+            Term(f"part{i}", part(n) * second, "toy", "synthetic", "base")
+            for i, part in enumerate(parts)
+        )
+        t = sp.Add(*(term.expr for term in terms))
+        metrics = {k: e.xreplace({base.step_time: t}) for k, e in base.metrics.items()}
+        return attrs.evolve(base, terms=terms, metrics=metrics, constraints=(), shared=[])
+
+    return make

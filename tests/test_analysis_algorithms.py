@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import attrs
 import pytest
 import sympy as sp
+from conftest import toy_factory
 
 from stepwall.analyses import common
 from stepwall.analyses.crossover import crossover
@@ -23,7 +23,6 @@ from stepwall.analyses.optimum import optimum
 from stepwall.analyses.regime import regime
 from stepwall.analyses.wall import wall
 from stepwall.model import StepModel
-from stepwall.terms import Term
 from stepwall.testing import model as build
 
 Toy = Callable[..., StepModel]
@@ -32,20 +31,7 @@ Toy = Callable[..., StepModel]
 @pytest.fixture(scope="module")
 def toy() -> Toy:
     base = build("k26-b300-tp8-ddtree")
-    n = base.parameter("parallel.tp")
-    latency = base.parameter("engine.launch_overhead")
-    second = latency / base.values[latency]  # a time-valued expression worth one second
-
-    def make(*parts: Callable[[sp.Symbol], sp.Expr]) -> StepModel:
-        terms = tuple(
-            Term(f"part{i}", part(n) * second, "toy", "synthetic", "base")
-            for i, part in enumerate(parts)
-        )
-        t = sp.Add(*(term.expr for term in terms))
-        metrics = {k: e.xreplace({base.step_time: t}) for k, e in base.metrics.items()}
-        return attrs.evolve(base, terms=terms, metrics=metrics, constraints=(), shared=[])
-
-    return make
+    return toy_factory(base, base.parameter("engine.launch_overhead"))
 
 
 def close(a: float | None, b: float, rel: float = 1e-6) -> bool:

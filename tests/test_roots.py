@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import pytest
 import sympy as sp
+from conftest import toy_factory
 
 from stepwall.analyses import Analysis, AnalysisOptions, Context, Derivation, Equation, run
 from stepwall.analyses import roots as R
@@ -25,7 +26,6 @@ from stepwall.analyses.crossover import crossover
 from stepwall.analyses.sensitivity import attach, gradient, sensitivities
 from stepwall.hookspecs import hookimpl
 from stepwall.model import StepModel
-from stepwall.terms import Term
 from stepwall.testing import model as build
 from stepwall.units import TIME
 
@@ -325,19 +325,7 @@ def toy() -> Toy:
     """A real scenario's parameters with chosen terms in N = parallel.tp (as in
     test_analysis_algorithms): each term is a number of the toy's unit of time."""
     base = build("k26-b300-tp8-ddtree")
-    n = base.parameter("parallel.tp")
-    second = UNIT(base) / base.values[UNIT(base)]  # a time-valued expression worth one second
-
-    def make(*parts: Callable[[sp.Symbol], sp.Expr]) -> StepModel:
-        terms = tuple(
-            Term(f"part{i}", part(n) * second, "toy", "synthetic", "base")
-            for i, part in enumerate(parts)
-        )
-        t = sp.Add(*(term.expr for term in terms))
-        metrics = {k: e.xreplace({base.step_time: t}) for k, e in base.metrics.items()}
-        return attrs.evolve(base, terms=terms, metrics=metrics, constraints=(), shared=[])
-
-    return make
+    return toy_factory(base, UNIT(base))
 
 
 def test_crossover_in_closed_form_by_lambert_w(toy: Toy) -> None:
