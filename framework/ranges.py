@@ -480,7 +480,7 @@ def bounds(
     syms = [r.symbol for r in ranged]
     plans: dict[str, tuple[str, str, dict[Any, float], dict[Any, float]]] = {}
     for name, g in zip(names, substituted, strict=True):
-        plans[name] = _plan(an, g, syms, box, model)
+        plans[name] = _plan(an, g, syms, box, model, name)
     # evaluate every candidate point at once, vectorized
     points: list[dict[Any, float]] = []
     index: dict[tuple[float, ...], int] = {}
@@ -516,9 +516,15 @@ def _values(ev: Mapping[str, Any], name: str, n: int) -> np.ndarray:
 
 
 def _plan(
-    an: _Analyzer, g: Any, syms: Sequence[Any], box: Mapping[Any, Interval], model: StepModel
+    an: _Analyzer,
+    g: Any,
+    syms: Sequence[Any],
+    box: Mapping[Any, Interval],
+    model: StepModel,
+    name: str,
 ) -> tuple[str, str, dict[Any, float], dict[Any, float]]:
-    """How one output's bounds are found and the two points that attain them."""
+    """How one output's bounds are found and the two points that attain them (``g`` is the
+    output ``name`` with every unranged parameter substituted)."""
     directions: dict[Any, int | None] = {}
     for x in syms:
         d = an.monotone(g, x)
@@ -542,7 +548,7 @@ def _plan(
     if not unknown:
         how = "; ".join(words) if words else "constant over the box"
         return "exact", f"monotone: {how} (box corners)", lo_pt, hi_pt
-    fn = _lambdified(g, syms)
+    fn = _evaluated(model, name, syms)
     if len(unknown) == 1:
         x = unknown[0]
         lo_pt[x], hi_pt[x] = _extremes_1d(fn, syms, x, box[x], lo_pt, hi_pt)
@@ -559,15 +565,16 @@ def _plan(
     return "sampled", how, lo_pt, hi_pt
 
 
-def _lambdified(g: Any, syms: Sequence[Any]) -> Callable[..., Any]:
-    from stepwall.symbols import safe_lambdify
-
-    raw = safe_lambdify(list(syms), g, "numpy")
+def _evaluated(model: StepModel, name: str, syms: Sequence[Any]) -> Callable[..., Any]:
+    """Output ``name`` at arrays of the ranged values, through the model's compiled function
+    (built once for the model), not a new lambdify of each output."""
 
     def fn(*args: Any) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            shape = np.broadcast(*args).shape if args else ()
-            return np.broadcast_to(np.asarray(raw(*args), dtype=float), shape)
+        shape = np.broadcast(*args).shape if args else ()
+        ev = model.evaluate({s: np.broadcast_to(np.asarray(a, dtype=float), shape)
+                             for s, a in zip(syms, args, strict=True)})  # fmt: skip
+        raw = ev["terms"][name[5:]] if name.startswith("term.") else ev[name]
+        return np.broadcast_to(np.asarray(raw, dtype=float), shape)
 
     return fn
 
