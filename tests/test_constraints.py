@@ -4,6 +4,8 @@ grid and along a key; a misbehaving plugin is named with its hook."""
 from __future__ import annotations
 
 import pickle
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from stepwall.errors import DimensionError, PluginError, SpecError
 from stepwall.hookspecs import hookimpl
 from stepwall.model import build_model
 from stepwall.terms import Constraint, Term
+from stepwall.units import format_quantity, parse_quantity
 
 BASE = "k26-b300-tp8-ddtree"
 
@@ -51,7 +54,15 @@ def test_violation_names_the_file_and_key_and_the_relation(tmp_path) -> None:
 
 def test_memory_violation_says_resident_usable_and_the_degree_that_fits() -> None:
     m = build_model("dsv3-h200-tp8", ["parallel.tp=1"])
-    with pytest.raises(SpecError, match=r"resident memory per GPU 709.7 GB > usable 126 GB") as e:
+    # usable = the GPU's capacity × the engine's memory fraction, from the spec files
+    specs = Path(__file__).resolve().parents[1] / "specs"
+    gpu = tomllib.loads((specs / "hardware" / "h200.toml").read_text())
+    engine = tomllib.loads((specs / "engines" / "trtllm.toml").read_text())
+    capacity, dim = parse_quantity(gpu["memory_capacity"])
+    usable = format_quantity(capacity * engine["memory_fraction"], dim)
+    with pytest.raises(
+        SpecError, match=rf"resident memory per GPU 709.7 GB > usable {usable}"
+    ) as e:
         m.check()
     assert "parallel.tp = 8 satisfies every constraint" in str(e.value)
 
