@@ -103,6 +103,28 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     ("parallel.tp", REFUSE, "not an assignment"),
     ("=8", REFUSE, "not an assignment"),
     ("parallel.tp==8", REFUSE, "parallel.tp"),
+    # the fields added by the fidelity, energy/cost and ranges work
+    ("engine.memory_fraction=1.5", REFUSE, "out of range"),
+    ("engine.memory_fraction=0", REFUSE, "out of range"),
+    ("engine.floor_factor=-1", REFUSE, "out of range"),
+    ("engine.prefill_chunk=0", REFUSE, "out of range"),
+    ("engine.from=nope", REFUSE, "engine.from"),
+    ("hardware.fp8.efficiency=2", REFUSE, "out of range"),
+    ("hardware.bf16.half_rows=-5", REFUSE, "out of range"),
+    ("hardware.fp8.flops=0TFLOP/s", REFUSE, "out of range"),
+    ("hardware.attention_half_context=-1", REFUSE, "out of range"),
+    ("hardware.board_power=-5W", REFUSE, "out of range"),
+    ("hardware.board_power=5GB", REFUSE, "not W"),
+    ("cluster.pue=0.5", REFUSE, "out of range"),
+    ("cluster.price_per_gpu_hour=3 EUR/h", REFUSE, "unknown unit"),
+    ("cluster.price_per_gpu_hour=3 USD", REFUSE, "not USD/s"),
+    ("cluster.price_per_gpu_hour=-3 USD/h", REFUSE, "out of range"),
+    ("workload.output_tokens=0", REFUSE, "out of range"),
+    ("hardware.hbm_bandwidth=8..7 TB/s", REFUSE, "low end above its high end"),
+    ("hardware.hbm_bandwidth=nan..8 TB/s", REFUSE, "not a finite number"),
+    ("hardware.hbm_bandwidth=7..8 (9) TB/s", REFUSE, "lies outside it"),
+    ("parallel.tp=4..8", REFUSE, "takes whole numbers"),
+    ("hardware.memory_capacity=60..275 (275) GB", REFUSE, "impossible configuration"),
 ]
 
 # ---------------------------------------------------------------- scenario files
