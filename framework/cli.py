@@ -760,7 +760,6 @@ def _error_bound(text: str) -> float:
          "row's error, the median and the worst", "stepwall validate --class wide_ep",
          _validate_setup)  # fmt: skip
 def cmd_validate(ns: argparse.Namespace, registry: Registry) -> int:
-    import json
     from pathlib import Path
 
     from stepwall import validate
@@ -784,7 +783,7 @@ def cmd_validate(ns: argparse.Namespace, registry: Registry) -> int:
                         "a class that the tables have")  # fmt: skip
     results = validate.predict(rows, registry)
     if ns.json:
-        print(json.dumps(validate.document(results), indent=2, allow_nan=False))
+        _emit(registry, "json", validate.document(results))  # infinite errors as null
     else:
         sys.stdout.write(validate.text(results))
     s = validate.summary(results)

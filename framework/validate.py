@@ -258,17 +258,8 @@ def document(results: Sequence[Result]) -> dict[str, Any]:
             }
             for r in results
         ],
-        "summary": _finite_or_null(summary(results)),
+        "summary": summary(results),
     }
-
-
-def _finite_or_null(value: Any) -> Any:
-    """JSON has no infinity: an infinite error (an infeasible row) is null there."""
-    if isinstance(value, dict):
-        return {k: _finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def fmt_error(r: Result) -> str:

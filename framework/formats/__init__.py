@@ -15,6 +15,7 @@ import csv
 import io
 import itertools
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
@@ -236,7 +237,19 @@ def write_json(obj: Any, out: IO[str]) -> None:
                 "units": {c.name: c.unit for c in obj.columns if c.unit},
                 "rows": [dict(zip((c.name for c in obj.columns), r, strict=True)) for r in rows],
             }
-    out.write(json.dumps(obj, indent=2, default=_plain_default) + "\n")
+    out.write(json.dumps(_finite(obj), indent=2, default=_plain_default, allow_nan=False) + "\n")
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with every non-finite float as None: JSON has no NaN or Infinity (an unknown
+    metric, an infeasible row's infinite error)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def _plain(v: Any, kind: str) -> Any:
