@@ -388,7 +388,8 @@ class Group:
 def make_group(prim: Primitive, texts: tuple[tuple[str, str], ...], rows: Sequence[Row],
                scenario: Scenario) -> Group:  # fmt: skip
     """Build the group's law and lambdify it once."""
-    from stepwall.symbols import is_constant, safe_lambdify
+    from stepwall.printer import compile_function
+    from stepwall.symbols import is_constant
 
     expr = law_of(prim, scenario, dict(texts))
     symbols = sorted(expr.free_symbols, key=lambda s: s.name)
@@ -401,7 +402,7 @@ def make_group(prim: Primitive, texts: tuple[tuple[str, str], ...], rows: Sequen
         else:
             raise PluginError(f"plugin {prim.plugin}: primitive {prim.name}: the law reads "
                               f"{s.name}, which the spec does not give")  # fmt: skip
-    fn = safe_lambdify(symbols, expr, "numpy")
+    fn = compile_function(symbols, expr, "numpy")
     data = {col: np.array([r.numbers[col] for r in rows]) for col in prim.numbers}
     params = tuple(name for is_col, name in args if not is_col and not name.startswith("const."))
     return Group(prim, texts, tuple(rows), expr, params, data,

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
-import importlib
 import json
 import marshal
 import math
@@ -136,6 +134,16 @@ class CompiledModel:
     # fresh process does not compile the source again (only for this Python's bytecode)
     _code: dict[str, bytes] = attrs.field(factory=dict, eq=False, repr=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its functions (made again from the source on first use)."""
+        state = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
+        state["_fn"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
     def _compiled(self, key: str) -> Any:
         if key in self._code:
             return marshal.loads(self._code[key])
@@ -149,11 +157,12 @@ class CompiledModel:
         key = "math" if scalar else "numpy"
         if key not in self._fn:
             code = self._compiled(key)
+            imports = self.scalar_imports if scalar else self.imports
             namespace = _math_namespace(code) if scalar else None
             if namespace is None:  # what sympy gives a lambdified function
-                namespace = dict(_lambdify_namespace(key))
-            for module, name in self.scalar_imports if scalar else self.imports:
-                namespace[name] = getattr(importlib.import_module(module), name)
+                from stepwall.printer import namespace as lambdify_namespace
+
+                namespace = lambdify_namespace(key, imports)
             exec(code, namespace)
             self._fn[key] = namespace["_lambdifygenerated"]
         return self._fn[key]
@@ -166,6 +175,7 @@ class CompiledModel:
             return self._results(self._scalar(args), scalar=True)
         import numpy as np
 
+        keep_freed_memory()
         with np.errstate(all="ignore"):  # numpy's float64 for every argument: x/0 is inf
             out = self.function()(*(np.asarray(a, dtype=np.float64) for a in args))
         return self._results(out, scalar=False)
@@ -257,29 +267,51 @@ class CompiledModel:
         )
 
 
+_ALLOCATOR: list[bool] = []  # whether keep_freed_memory ran in this process
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
+
+def keep_freed_memory() -> None:
+    """Have glibc keep the memory numpy frees, for the next vectorized call (once per
+    process; a no-op elsewhere). Each call of a compiled model allocates a few hundred
+    arrays of the chunk's size and frees them; by default glibc serves blocks that large
+    with fresh mappings and returns freed memory at the heap's top to the kernel, so every
+    call faults its memory in again, page by page: about 70% of a 65,536-point call's time
+    (benchmarks/bench_search.py). Blocks up to 32 MiB now come from the heap, and up to
+    128 MiB of free heap is kept."""
+    if _ALLOCATOR:
+        return
+    _ALLOCATOR.append(True)
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc: its allocator's own policy stays
+        return
+    mallopt(M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(M_TRIM_THRESHOLD, 128 << 20)
+
+
 def _conjunction(checks: Sequence[Any]) -> Any:
     """The elementwise ``and`` of boolean arrays broadcast together: what ``True & a & b …``
-    gives, with the 0-d ones folded in Python first, and the others into one array in place
-    (numpy's ``&`` of an array with a 0-d one is many times slower than of two arrays)."""
+    gives, with the 0-d ones folded in Python first, then the arrays of each shape together
+    (on a grid, a check that depends on one axis is a row or a column), then those into one
+    array in place (numpy's ``&`` of an array with a 0-d one is many times slower than of
+    two arrays)."""
     import numpy as np
 
     shape = np.broadcast_shapes(*(h.shape for h in checks))
-    feasible = np.full(shape, all(bool(h) for h in checks if not h.ndim))
+    groups: dict[tuple[int, ...], Any] = {}
     for h in checks:
         if h.ndim:
-            feasible &= h
+            if h.shape in groups:
+                groups[h.shape] &= h
+            else:
+                groups[h.shape] = h.copy()
+    feasible = np.full(shape, all(bool(h) for h in checks if not h.ndim))
+    for h in groups.values():
+        feasible &= h
     return feasible if feasible.ndim else feasible[()]
-
-
-def extra_imports(fn: Any, module: str = "numpy") -> tuple[tuple[str, str], ...]:
-    """What a lambdified function's globals hold beyond its module's namespace (e.g.
-    functools' ``reduce`` for a Max of many arguments), as (module, name)."""
-    base = _lambdify_namespace(module)
-    out = []
-    for name, obj in sorted(fn.__globals__.items()):
-        if name not in base and not name.startswith("__") and hasattr(obj, "__module__"):
-            out.append((obj.__module__, name))
-    return tuple(out)
 
 
 def _math_namespace(code: Any) -> dict[str, Any] | None:
@@ -301,15 +333,6 @@ def _math_namespace(code: Any) -> dict[str, Any] | None:
         elif not hasattr(builtins, name):
             return None
     return namespace
-
-
-@functools.cache
-def _lambdify_namespace(module: str) -> dict[str, Any]:
-    """The globals sympy gives a function it lambdifies for ``module`` ("numpy": ``ceil``,
-    ``select``, …; "math"), for running cached source in a fresh process."""
-    import sympy as sp
-
-    return dict(sp.lambdify([], 0, module).__globals__)
 
 
 def cache_dir() -> Path | None:
@@ -424,19 +447,31 @@ def compile_scenario(
     from stepwall import registry as registries
 
     registry = registry or registries.default()
-    code = code_identity(registry) if cache else None
-    store = ModelCache(code is not None)
-    shape = shape_text([repr(shape_key(scenario)), *(code or [])])
-    reads = {p: _jsonable(value_of(scenario, p)) for p in scenario.numeric_paths()}
-    found = store.get(shape, reads)
+    key = cache_key(scenario, registry) if cache else None
+    store = ModelCache(key is not None)
+    found = store.get(*key) if key is not None else None
     if found is not None and (found.scalar_source or not scalar):
         return found
     from stepwall.model import build_model, compile_model
 
     model = build_model(scenario, registry=registry)
-    numeric = compile_model(model, scalar=True) if scalar else model.numeric
-    store.put(shape, {p: reads[p] for p in numeric.structural_keys}, numeric)
-    return numeric
+    if scalar:
+        numeric = compile_model(model, scalar=True)
+        if key is not None:
+            store.put(key[0], {p: key[1][p] for p in numeric.structural_keys}, numeric)
+        return numeric
+    return model.numeric  # from the cache or compiled and stored by the model
+
+
+def cache_key(scenario: Scenario, registry: Registry) -> tuple[str, dict[str, Any]] | None:
+    """A scenario's entry in the `ModelCache`: its shape (kinds, choices, flags, plugins and
+    their code) and the values of its numeric keys; None when a plugin's code cannot be
+    identified (then nothing is cached)."""
+    code = code_identity(registry)
+    if code is None:
+        return None
+    shape = shape_text([repr(shape_key(scenario)), *code])
+    return shape, {p: _jsonable(value_of(scenario, p)) for p in scenario.numeric_paths()}
 
 
 def _known(x: Any) -> float | None:

@@ -110,7 +110,27 @@ _RULES: list[tuple[type, Callable[[sp.Basic, Mapping[sp.Symbol, Dim]], Dim]]] = 
 ]
 
 
+# Dimensions of the expressions met so far when symbols carry their own (``dims`` empty): a
+# Parameter's dimension is part of its identity, so an expression has one dimension for good;
+# shared subtrees (a model's expressions are a DAG) are then walked once. Bounded, cleared
+# when full.
+_KNOWN: dict[sp.Basic, Dim] = {}
+_KNOWN_MAX = 200_000
+
+
 def _walk(e: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
+    if dims or not e.args:
+        return _walk_node(e, dims)
+    found = _KNOWN.get(e)
+    if found is None:
+        found = _walk_node(e, dims)
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()
+        _KNOWN[e] = found
+    return found
+
+
+def _walk_node(e: sp.Basic, dims: Mapping[sp.Symbol, Dim]) -> Dim:
     if e.is_Number or e in (sp.true, sp.false) or isinstance(e, sp.NumberSymbol):
         return DIMENSIONLESS
     if e.is_Symbol:

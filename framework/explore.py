@@ -33,7 +33,14 @@ from sympy.printing.mathml import MathMLPresentationPrinter
 
 from stepwall.compiled import DIAGNOSTIC_METRICS, METRIC_UNITS, METRICS, OPTIONAL_METRICS
 from stepwall.errors import SpecError, shown_path
-from stepwall.symbols import Parameter, for_lambdify, rebuild
+from stepwall.printer import (
+    SharedNames,
+    argument_names,
+    read_definitions,
+    restructured,
+    shared_subexpressions,
+)
+from stepwall.symbols import Parameter, rebuild
 from stepwall.units import (
     BANDWIDTH,
     COMPUTE_RATE,
@@ -57,18 +64,22 @@ _UNITS = {TIME: "s", INFORMATION: "B", BANDWIDTH: "B/s", OPERATION: "FLOP", COMP
 # ---------------------------------------------------------------- JavaScript
 
 
-class _JS(JavascriptCodePrinter):  # type: ignore[misc]  # sympy is untyped
+class _JS(SharedNames, JavascriptCodePrinter):  # type: ignore[misc]  # sympy is untyped
     """sympy's JavaScript printer, made to compute what the Python evaluator computes: floats
     at full precision, Python's modulo (the sign of the divisor), Piecewise as one nested
     conditional, booleans as JavaScript literals."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, names: Mapping[sp.Basic, str] | None = None, shared: Mapping[sp.Basic, str] = {}
+    ) -> None:
         super().__init__({"precision": 17})
+        self.names, self.shared = dict(names or {}), dict(shared)
 
-    def code(self, e: sp.Basic, where: str) -> str:
-        """``e`` in JavaScript; a SpecError naming what JavaScript cannot compute."""
+    def code(self, e: sp.Basic, where: str, defining: bool = False) -> str:
+        """``e`` (with ``defining``: a shared subexpression's own definition) in JavaScript;
+        a SpecError naming what JavaScript cannot compute."""
         try:
-            text: str = self.doprint(e)
+            text: str = self.definition(e) if defining else self.doprint(e)
         except (NotImplementedError, ValueError, TypeError) as err:
             # sympy's message names the function, then tells how to print partial code
             found = re.search(r"Unsupported by [^:]*: (\w+)", str(err))
@@ -128,34 +139,27 @@ def js_function(
     prefix: str = "x",
 ) -> str:
     """A JavaScript function ``name(p)`` of the parameter array ``p`` (in ``params`` order)
-    returning ``exprs[i]`` for each i in ``keep`` (default all). The expressions are renamed
-    and reduced exactly as ``lambdify(…, cse=True)`` does (`stepwall.symbols.for_lambdify`,
-    then ``sympy.cse``), so the operations match the Python evaluator's; subexpressions only
-    the dropped outputs need are left out. Raises a SpecError naming a function JavaScript
+    returning ``exprs[i]`` for each i in ``keep`` (default all). The expressions are reduced
+    exactly as the Python evaluator's are (`stepwall.printer.restructured`, then
+    `~stepwall.printer.shared_subexpressions`, parameters named by
+    `~stepwall.printer.argument_names`), so the operations match; subexpressions only the
+    dropped outputs need are left out. Raises a SpecError naming a function JavaScript
     cannot compute."""
-    names, renamed = for_lambdify(params, list(exprs))
-    if prefix == "x":  # as lambdify calls it
-        cses, reduced = sp.cse(renamed, list=False)
-    else:
-        cses, reduced = sp.cse(renamed, symbols=sp.numbered_symbols(prefix), list=False)
+    names = argument_names(params)
+    roots = restructured(list(exprs))
+    printer = _JS(names, shared_subexpressions(roots, prefix))
     wanted = list(range(len(exprs))) if keep is None else list(keep)
-    need: set[sp.Symbol] = set()
-    for i in wanted:
-        need |= sp.sympify(reduced[i]).free_symbols
-    body = []
-    for sym, e in reversed(cses):
-        if sym in need:
-            body.append((sym, e))
-            need |= e.free_symbols
-    printer = _JS()
+    outs = [printer.code(roots[i], name) for i in wanted]
+    defined = [(n, printer.code(e, name, defining=True)) for e, n in printer.shared.items()]
+    body = read_definitions(defined, outs, prefix)
     lines = [f"function {name}(p) {{"]
-    used = [(i, s) for i, s in enumerate(names) if s in need]
+    read = " ".join([*outs, *(text for _, text in body)])
+    used = [(i, n) for i, n in enumerate(names.values()) if re.search(rf"\b{n}\b", read)]
     if used:
-        lines.append("  const " + ", ".join(f"{s} = p[{i}]" for i, s in used) + ";")
-    for sym, e in reversed(body):
-        lines.append(f"  const {sym} = {printer.code(e, name)};")
-    outs = ", ".join(printer.code(reduced[i], name) for i in wanted)
-    lines += [f"  return [{outs}];", "}"]
+        lines.append("  const " + ", ".join(f"{n} = p[{i}]" for i, n in used) + ";")
+    lines += [f"  const {n} = {text};" for n, text in body]
+    outs_text = ", ".join(outs)
+    lines += [f"  return [{outs_text}];", "}"]
     return "\n".join(lines)
 
 

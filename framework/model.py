@@ -17,7 +17,6 @@ Expressions stay symbolic in every parameter; numbers enter only in `evaluate`, 
 from __future__ import annotations
 
 import difflib
-import inspect
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,9 +35,10 @@ from stepwall.compiled import (
     OPTIONAL_METRICS,
     CompiledModel,
     ConstraintInfo,
+    ModelCache,
     OpInfo,
     TermInfo,
-    extra_imports,
+    cache_key,
     group_times,
     shape_key,
     summary,
@@ -47,9 +47,10 @@ from stepwall.compiled import (
 from stepwall.constraints import Violation, composer_constraints, violation
 from stepwall.economics import energy_metrics
 from stepwall.errors import PluginError, SpecError
+from stepwall.printer import function_source
 from stepwall.registry import Registry
 from stepwall.scenario import Scenario
-from stepwall.symbols import Parameter, constants_in, for_lambdify, rebuild
+from stepwall.symbols import Parameter, constants_in, rebuild
 from stepwall.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
 from stepwall.validation import load_scenario
 
@@ -61,6 +62,16 @@ __all__ = [
     "build_model",
     "summary",
 ]
+
+
+class Shared(list[CompiledModel]):
+    """The compiled model of the StepModels that `build_model` made for one shape (at most
+    one entry), and its entry in the on-disk cache (`stepwall.compiled.cache_key`): a model
+    made otherwise (another ``shared``, other expressions) is compiled from its own."""
+
+    def __init__(self, cache_key: tuple[str, Mapping[str, Any]] | None = None) -> None:
+        super().__init__()
+        self.cache_key = cache_key
 
 
 @attrs.frozen
@@ -96,9 +107,18 @@ class StepModel:
 
     @property
     def numeric(self) -> CompiledModel:
-        """The compiled model (one ``lambdify`` per shape, made on first use)."""
+        """The compiled model (one per shape, made on first use), from the on-disk cache
+        when any process compiled this shape before."""
         if not self.shared:
-            self.shared.append(compile_model(self))
+            key = getattr(self.shared, "cache_key", None)
+            store = ModelCache(key is not None)
+            found = store.get(*key) if key is not None else None
+            if found is None:
+                found = compile_model(self)
+                if key is not None:
+                    shape, reads = key
+                    store.put(shape, {p: reads[p] for p in found.structural_keys}, found)
+            self.shared.append(found)
         return self.shared[0]
 
     def evaluate(self, overrides: Mapping[sp.Symbol | str, Any] | None = None) -> dict[str, Any]:
@@ -171,16 +191,12 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
     exprs = [model.metrics.get(m, sp.nan) for m in METRICS] + [t.expr for t in model.terms]
     exprs += [e for op in model.workload.ops for e in (op.bytes, op.flops)]
     exprs += [c.relation for c in model.constraints]
-    names, renamed = for_lambdify(params, exprs)
     if model.shared:  # the numpy form exists: add the plain-Python one
         base = model.shared[0]
-        fn, source, imports = base.function(), base.source, base.imports
+        source, imports = base.source, base.imports
     else:
-        from stepwall.printer import numpy_function
-
-        fn, source = numpy_function(names, renamed)
-        imports = extra_imports(fn)
-    one = sp.lambdify(names, renamed, modules="math", cse=True) if scalar else None
+        source, imports = function_source(params, exprs, "numpy")
+    scalar_source, scalar_imports = function_source(params, exprs, "math") if scalar else ("", ())
     return CompiledModel(
         tuple(s.name for s in params),
         {s.name: float(s.value) for s in params if s.value is not None},
@@ -190,9 +206,8 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
         tuple(ConstraintInfo(c.name, c.plugin, c.message, c.keys) for c in model.constraints),
         model.structural_keys,
         imports,
-        inspect.getsource(one) if one else "",
-        extra_imports(one, "math") if one else (),
-        {"numpy": fn, **({"math": one} if one else {})},
+        scalar_source,
+        scalar_imports,
     )
 
 
@@ -236,7 +251,7 @@ def build_model(
             with_values = _with_constants(scenario, known.values)
             reused: StepModel = attrs.evolve(known, scenario=with_values)
             return reused
-    model = _build(scenario, registry)
+    model = attrs.evolve(_build(scenario, registry), shared=Shared(cache_key(scenario, registry)))
     reads = tuple(sorted((path, value_of(scenario, path)) for path in model.structural_keys))
     registry.remember(shape, reads, model)
     return model

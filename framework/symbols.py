@@ -11,7 +11,7 @@ expressions use.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sympy as sp
@@ -163,20 +163,3 @@ def _min_max(func: Any, args: tuple[sp.Basic, ...]) -> sp.Basic:
     if len(keep) == 1:
         return keep[0]
     return func(*keep, evaluate=False)
-
-
-def for_lambdify(params: Sequence[sp.Symbol], exprs: Any) -> tuple[list[sp.Symbol], Any]:
-    """``params`` renamed to valid Python identifiers (``_p0``, ``_p1``, …) and ``exprs`` (one
-    or a list) rewritten in them by `rebuild`. ``lambdify`` would rename dotted names itself
-    with a plain ``xreplace``, re-analysing every Min/Max."""
-    names = [sp.Symbol(f"_p{i}") for i in range(len(params))]
-    rename = dict(zip(params, names, strict=True))
-    if isinstance(exprs, list | tuple):
-        return names, [rebuild(e, rename) for e in exprs]
-    return names, rebuild(exprs, rename)
-
-
-def safe_lambdify(params: Sequence[sp.Symbol], exprs: Any, modules: str, **kw: Any) -> Any:
-    """``sp.lambdify(params, exprs, modules)`` through `for_lambdify`."""
-    names, renamed = for_lambdify(params, exprs)
-    return sp.lambdify(names, renamed, modules=modules, **kw)

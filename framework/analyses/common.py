@@ -33,7 +33,8 @@ from stepwall.analyses.result import Derivation
 from stepwall.analyses.roots import exact_roots
 from stepwall.compiled import METRICS
 from stepwall.errors import SpecError
-from stepwall.symbols import rebuild, safe_lambdify
+from stepwall.printer import compile_function
+from stepwall.symbols import rebuild
 from stepwall.units import DIMENSIONLESS
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ def signature_fn(expr: sp.Expr, sym: sp.Symbol) -> Callable[[np.ndarray], np.nda
         else:
             kinds.append(("min" if isinstance(node, sp.Min) else "max", len(node.args)))
             flat += list(node.args)
-    compiled = safe_lambdify([sym], flat, "numpy", cse=True) if flat else None
+    compiled = compile_function([sym], flat, "numpy", cse=True) if flat else None
 
     def sig(x: np.ndarray) -> np.ndarray:
         x = np.atleast_1d(np.asarray(x, dtype=float))
@@ -216,7 +217,11 @@ def segments(f: sp.Expr, sym: sp.Symbol, lo: float, hi: float) -> list[Segment]:
                     b = m
                 if b - a <= 1e-9 * max(1.0, abs(b)):
                     break
-            edges.append(0.5 * (a + b))
+            edge = 0.5 * (a + b)
+            if edge - edges[-1] > 1e-9 * max(1.0, abs(edge)):  # no segment of zero width:
+                edges.append(edge)  # a branch that holds only at an end (a tie there)
+    if len(edges) > 1 and hi - edges[-1] <= 1e-9 * max(1.0, abs(hi)):
+        edges.pop()
     edges.append(hi)
     segs = []
     for a, b in itertools.pairwise(edges):
@@ -399,7 +404,7 @@ def resolution_note(choices: Sequence[str], where: str) -> str:
 
 
 def lambdify1(expr: sp.Expr, sym: sp.Symbol) -> Callable[[Any], Any]:
-    fn: Callable[[Any], Any] = safe_lambdify([sym], expr, "numpy")
+    fn: Callable[[Any], Any] = compile_function([sym], expr, "numpy")
     return fn
 
 

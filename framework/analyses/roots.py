@@ -36,7 +36,8 @@ import attrs
 import sympy as sp
 
 from stepwall.analyses.result import Equation
-from stepwall.symbols import Parameter, rebuild, safe_lambdify
+from stepwall.printer import compile_function
+from stepwall.symbols import Parameter, rebuild
 
 MAX_OPS = 3000  # larger equations are not handed to sympy
 MAX_RATES = 3  # regimes are enumerated over at most this many distinct exponentials (3^n)
@@ -458,7 +459,7 @@ def newton_estimate(eq: sp.Expr, x: sp.Symbol, v: float, values: Mapping[sp.Basi
     """|F(v)/F'(v)|/v on the exact equation: the first-order distance from an approximate
     root v to the exact one, relative (no numeric root needed)."""
     free = sorted(values, key=str)
-    fn = safe_lambdify([x, *free], [eq, sp.diff(eq, x)], "math")
+    fn = compile_function([x, *free], [eq, sp.diff(eq, x)], "math")
     try:
         f, df = fn(v, *(values[k] for k in free))
     except (ValueError, ZeroDivisionError, OverflowError):

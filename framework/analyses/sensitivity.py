@@ -25,7 +25,8 @@ import attrs
 import sympy as sp
 
 from stepwall.analyses.result import Derivation, Equation, Sensitivity
-from stepwall.symbols import is_constant, safe_lambdify
+from stepwall.printer import compile_function
+from stepwall.symbols import is_constant
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -59,7 +60,7 @@ def sensitivities(
     grad = gradient(F, point)
     if grad is None:  # a function the chain rule below does not know: sympy differentiates
         args = [x, *params, *others]
-        fn = safe_lambdify(args, [F, *(sp.diff(F, s) for s in (x, *params))], "math", cse=True)
+        fn = compile_function(args, [F, *(sp.diff(F, s) for s in (x, *params))], "math", cse=True)
         try:
             f0, fx, *fp = fn(*(point[s] for s in args))
         except (ValueError, ZeroDivisionError, OverflowError, TypeError) as e:
