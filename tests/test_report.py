@@ -3,6 +3,7 @@ numbers and prose under an override, one-line errors for bad report specs."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -24,11 +25,12 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def _fresh(args: list[str], out: Path) -> dict[str, bytes]:
+def _fresh(args: list[str], out: Path, env: dict[str, str] | None = None) -> dict[str, bytes]:
     """Run ``stepwall report ARGS -o OUT`` in a fresh interpreter (as CI and users do), so
     state other tests leave in this process (registered plugins, symbols) cannot leak in."""
     cmd = [sys.executable, "-m", "stepwall.cli", "report", *args, "-o", str(out)]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})})  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return _files(out)
 
@@ -44,6 +46,15 @@ def test_report_twice_is_byte_identical(shipped, tmp_path):
     assert again.keys() == shipped.keys()
     for name in shipped:
         assert again[name] == shipped[name], f"{name} differs between two runs"
+
+
+def test_report_is_the_same_without_the_helper_process(shipped, tmp_path):
+    """Blocks' heavy work runs in a forked helper on a second core (stepwall.parallel); one
+    process alone writes the same bytes."""
+    alone = _fresh([SHIPPED], tmp_path, {"STEPWALL_NO_FORK": "1"})
+    assert alone.keys() == shipped.keys()
+    for name in shipped:
+        assert alone[name] == shipped[name], f"{name} differs without the helper"
 
 
 def test_shipped_report_contents(shipped):

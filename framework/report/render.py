@@ -11,6 +11,7 @@ fonts, SVG hash salt and metadata, sorted and relative provenance paths. See doc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import shlex
@@ -28,7 +29,9 @@ from stepwall.errors import SpecError, did_you_mean
 from stepwall.loader import catalog_root, find_spec_file, read_toml
 from stepwall.model import StepModel, build_model
 from stepwall.options import option, structure_options
+from stepwall.parallel import Jobs
 from stepwall.registry import Registry
+from stepwall.report.blocks import BlockKind
 from stepwall.report.placeholders import Infeasible, Namespace, fill
 from stepwall.sweep import metric_names, pick, run_sweep
 
@@ -81,7 +84,22 @@ class Report:
         self.outputs: dict[str, bytes] = {}
         self._cache: dict[tuple[Any, ...], dict[str, np.ndarray]] = {}
         self.name = self.spec.name or self.path.stem
-        self._load_scenarios()
+        self._check_refs()
+        try:  # a block's error is raised when rendering, after the scenarios' errors
+            self._blocks, self._blocks_error = self._parse_blocks(), None
+        except SpecError as e:
+            self._blocks, self._blocks_error = [], e
+        # the blocks' heavy work starts now, beside the loading (`BlockKind.compute`)
+        order = sorted(self._blocks, key=lambda p: (not p[1].early, p[0]))
+        heavy = [(at, functools.partial(kind.compute, self, opts, at))
+                 for _, kind, opts, at in order if kind.compute is not None]  # fmt: skip
+        self._jobs = Jobs([job for _, job in heavy])
+        self._work: dict[str, int] = {at: k for k, (at, _) in enumerate(heavy)}
+        try:
+            self._load_scenarios()
+        except BaseException:
+            self._jobs.close()
+            raise
 
     # ---- helpers for blocks
 
@@ -91,7 +109,7 @@ class Report:
     def err(self, key: str, problem: str, expected: str = "") -> SpecError:
         return SpecError(self.where, key, problem, expected)
 
-    def _load_scenarios(self) -> None:
+    def _check_refs(self) -> None:
         if not self.spec.scenarios:
             raise self.err("scenarios", "missing or empty", "[scenarios.ALIAS] tables")
         for alias, entry in self.spec.scenarios.items():
@@ -103,17 +121,25 @@ class Report:
                 raise self.err(key, "not a scenario name or table", "a name or { scenario = … }")
             ref: ScenarioRef = structure_options(ScenarioRef, given, self.where, key + ".")
             self.refs[alias] = ref
-            sets = [*ref.set, *self.sets]
-            try:
-                path = find_spec_file(
-                    ref.scenario, "scenarios", where=self.where, key=key, base=self.path.parent
-                )
-                model = build_model(path, sets, self.registry)
-            except SpecError as e:
-                raise self.err(key, f"{e.where}:{e.key}: {e.problem}", e.expected) from None
-            self.models[alias] = model
+
+    def _load_scenarios(self) -> None:
+        for alias in self.refs:
+            model = self._build(alias)
             self.track(model)
             self._publish(alias, model)
+
+    def _build(self, alias: str) -> StepModel:
+        ref, key = self.refs[alias], f"scenarios.{alias}"
+        sets = [*ref.set, *self.sets]
+        try:
+            path = find_spec_file(
+                ref.scenario, "scenarios", where=self.where, key=key, base=self.path.parent
+            )
+            model = build_model(path, sets, self.registry)
+        except SpecError as e:
+            raise self.err(key, f"{e.where}:{e.key}: {e.problem}", e.expected) from None
+        self.models[alias] = model
+        return model
 
     def track(self, model: StepModel) -> None:
         """Count a model's spec files in the provenance block."""
@@ -141,11 +167,13 @@ class Report:
             publish(s, alias, model, self.registry)
 
     def alias(self, name: Any, key: str) -> StepModel:
-        if name not in self.models:
+        if name not in self.refs:
             raise self.err(
-                key, f"unknown scenario alias {name!r}", f"one of: {', '.join(self.models)}"
+                key, f"unknown scenario alias {name!r}", f"one of: {', '.join(self.refs)}"
             )
-        return self.models[name]
+        # built on first use where the scenarios were not loaded (a block's compute
+        # running in the helper process, which starts before the loading)
+        return self.models[name] if name in self.models else self._build(name)
 
     def label(self, alias: str) -> str:
         return self.refs[alias].label or alias
@@ -204,15 +232,18 @@ class Report:
         out[VIOLATION] = np.asarray(res.violation).reshape(-1)
         return _withheld(out)
 
+    def computed(self, at: str, compute: Callable[[], Any]) -> Any:
+        """The result of the block at ``at``'s ``compute``, started with the report (see
+        `BlockKind`); ``compute()`` where none was started."""
+        k = self._work.pop(at, None)
+        return self._jobs.result(k) if k is not None else compute()
+
     # ---- rendering
 
-    def render(self) -> str:
-        """The Markdown (derivations choose closed forms by structure, not time, so a slower
-        machine renders the same bytes)."""
-        s = self.spec
+    def _parse_blocks(self) -> list[tuple[int, BlockKind, Any, str]]:
         kinds = self.registry.blocks
         parsed = []
-        for i, b in enumerate(s.block):
+        for i, b in enumerate(self.spec.block):
             at = f"block[{i}]."
             if not isinstance(b, dict):
                 raise self.err(f"block[{i}]", "not a table", "a [[block]] table")
@@ -224,10 +255,22 @@ class Report:
             kind = kinds[name]
             given = {k: v for k, v in b.items() if k != "kind"}
             parsed.append((i, kind, kind.prepare(self, given, at), at))
-        # blocks that compute values (tables, derivations) first, so prose can name them
-        rendered: dict[int, list[str]] = {}
-        for i, kind, opts, at in sorted(parsed, key=lambda p: (not p[1].early, p[0])):
-            rendered[i] = kind.render(self, opts, at)
+        return parsed
+
+    def render(self) -> str:
+        """The Markdown (derivations choose closed forms by structure, not time, so a slower
+        machine renders the same bytes)."""
+        s = self.spec
+        try:
+            if self._blocks_error is not None:
+                raise self._blocks_error
+            parsed = self._blocks
+            # blocks that compute values (tables, derivations) first, so prose can name them
+            rendered: dict[int, list[str]] = {}
+            for i, kind, opts, at in sorted(parsed, key=lambda p: (not p[1].early, p[0])):
+                rendered[i] = kind.render(self, opts, at)
+        finally:
+            self._jobs.close()
         # the title and description last, so they can name any block's values too
         lines = [f"# {fill(s.title, self.ns, self.where, 'title')}", ""]
         if s.description:

@@ -29,7 +29,12 @@ class BlockKind:
     """A block kind: ``render(report, options, at)`` returns Markdown lines and may add
     files (``report.outputs``) and values placeholders can name (``report.ns``). ``early``
     blocks render before the others (they compute what prose refers to); ``prepare`` turns
-    the block's keys into options (default: the options class, validated)."""
+    the block's keys into options (default: the options class, validated).
+
+    ``compute(report, options, at)``, where given, is the block's heavy work that depends
+    only on the models and its options, not on other blocks: the report starts it before
+    rendering, possibly in a helper process (`stepwall.parallel`), and ``render`` takes its
+    result with ``report.computed(at, fallback)``. The result must pickle."""
 
     name: str
     doc: str
@@ -38,6 +43,7 @@ class BlockKind:
     early: bool = False
     prepare: Callable[..., Any] = attrs.field(default=None)
     plugin: str = ""
+    compute: Callable[[Report, Any, str], Any] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.prepare is None:

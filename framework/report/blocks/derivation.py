@@ -61,11 +61,11 @@ def prepare(report: Report, given: dict[str, Any], at: str) -> DerivationOptions
     return attrs.evolve(o, analysis=rest)
 
 
-def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
-    from stepwall.report.render import IDENT, flatten_numbers
-
-    if not IDENT.fullmatch(o.id) or o.id in report.derivations:
-        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+def compute(
+    report: Report, o: DerivationOptions, at: str
+) -> tuple[list[Derivation], list[float] | None]:
+    """The analysis's results and, over a ranged box, the interval of its one result: the
+    block's work, which depends only on the models and the options."""
     model = report.alias(o.scenario, at + "scenario")
     analysis = report.registry.analyses[o.derive]
     if "metric" in o.analysis:
@@ -83,8 +83,8 @@ def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
         raise report.err(at + "derive", str(e)) from None
     except StepwallError as e:
         raise report.err(at + "derive", str(e)) from None
-    ranged = [model] + [report.models[v] for v in o.analysis.values()
-                        if isinstance(v, str) and v in report.models]  # fmt: skip
+    ranged = [model] + [report.alias(v, at) for v in o.analysis.values()
+                        if isinstance(v, str) and v in report.refs]  # fmt: skip
     if not analysis.many and any(m.scenario.ranges for m in ranged):  # an interval over the box
         from stepwall.ranges import root_interval
 
@@ -94,9 +94,19 @@ def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
                                      report.where, at)]  # fmt: skip
         except StepwallError as e:
             raise report.err(at + "derive", str(e)) from None
-        span = results[0].details.get("range")
-        if span:
-            report.ns.scalars[f"{o.id}.low"], report.ns.scalars[f"{o.id}.high"] = span
+        return results, results[0].details.get("range")
+    return results, None
+
+
+def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
+    from stepwall.report.render import IDENT, flatten_numbers
+
+    if not IDENT.fullmatch(o.id) or o.id in report.derivations:
+        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    analysis = report.registry.analyses[o.derive]
+    results, span = report.computed(at, lambda: compute(report, o, at))
+    if span:
+        report.ns.scalars[f"{o.id}.low"], report.ns.scalars[f"{o.id}.high"] = span
     report.derivations[o.id] = results if analysis.many else results[0]
     title = fill(o.title or f"{o.derive} of {o.scenario}", report.ns, report.where, at + "title")
     if analysis.many:
@@ -253,4 +263,5 @@ BLOCK = BlockKind(
     render,
     early=True,
     prepare=prepare,
+    compute=compute,
 )

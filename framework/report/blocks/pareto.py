@@ -72,29 +72,33 @@ def _cell(v: float | None, digits: int = 4) -> str:
     return "unknown" if v is None else f"{v:.{digits}g}"
 
 
-def render(report: Report, o: ParetoOptions, at: str) -> list[str]:
-    from stepwall import search
-    from stepwall.errors import SpecError
+def _entries(report: Report, o: ParetoOptions, at: str) -> dict[str, Any]:
+    """The block's spec references, resolved (a catalog name as is, a path relative to the
+    report made absolute), each file counted in the provenance."""
     from stepwall.loader import CATALOG_DIRS, find_spec_file
-    from stepwall.report.render import IDENT
-
-    if not IDENT.fullmatch(o.id) or f"{o.id}.svg" in report.outputs:
-        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
-    base = report.path.parent
 
     def entry(ref: str, section: str, key: str) -> str:
-        """A catalog name as is; a path relative to the report, resolved."""
         path = find_spec_file(
-            ref, CATALOG_DIRS[section], where=report.where, key=at + key, base=base
+            ref, CATALOG_DIRS[section], where=report.where, key=at + key, base=report.path.parent
         )
         report.files.add(path.resolve())
         return ref if not ("/" in ref or ref.endswith(".toml")) else str(path)
 
+    return {
+        "model": entry(o.model, "model", "model"),
+        "hardware": [entry(h, "hardware", "hardware") for h in o.hardware],
+        "clusters": [entry(c, "cluster", "clusters") for c in o.clusters],
+        "engine": entry(o.engine, "engine", "engine") if o.engine else "",
+    }
+
+
+def compute(report: Report, o: ParetoOptions, at: str) -> Any:
+    """The search's result: the block's work, which depends only on the specs and options."""
+    from stepwall import search
+    from stepwall.errors import SpecError
+
     try:
-        model = entry(o.model, "model", "model")
-        hardware = [entry(h, "hardware", "hardware") for h in o.hardware]
-        clusters = [entry(c, "cluster", "clusters") for c in o.clusters]
-        engine = entry(o.engine, "engine", "engine") if o.engine else ""
+        refs = _entries(report, o, at)
         spec = search.Spec(
             search.check_metric(o.x, at + "x"),
             search.check_metric(o.y, at + "y"),
@@ -103,11 +107,11 @@ def render(report: Report, o: ParetoOptions, at: str) -> list[str]:
             tuple(search.parse_condition(w, at + "where") for w in o.where),
         )
         plan = search.plan_search(
-            model,
-            hardware,
-            clusters,
+            refs["model"],
+            refs["hardware"],
+            refs["clusters"],
             gpus=o.gpus,
-            engine=engine,
+            engine=refs["engine"],
             workload=o.workload,
             isl=o.isl,
             osl=o.osl,
@@ -117,11 +121,22 @@ def render(report: Report, o: ParetoOptions, at: str) -> list[str]:
             spec=spec,
             registry=report.registry,
         )
-        result = search.run_search(plan, spread=o.spread)
+        return search.run_search(plan, spread=o.spread)
     except SpecError as e:
         if e.where == report.where:  # already names the report and the block's key
             raise
         raise report.err(at.rstrip("."), f"{e.where}:{e.key}: {e.problem}", e.expected) from None
+
+
+def render(report: Report, o: ParetoOptions, at: str) -> list[str]:
+    from stepwall import search
+    from stepwall.report.render import IDENT
+
+    if not IDENT.fullmatch(o.id) or f"{o.id}.svg" in report.outputs:
+        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    result = report.computed(at, lambda: compute(report, o, at))
+    _entries(report, o, at)  # the files, in this process's provenance
+    plan = result.plan
     s = report.ns.scalars
     s[f"{o.id}.evaluated"] = float(result.evaluated)
     s[f"{o.id}.feasible"] = float(result.feasible)
@@ -226,6 +241,7 @@ BLOCK = BlockKind(
     ParetoOptions,
     render,
     early=True,
+    compute=compute,
 )
 
 __all__ = ["BLOCK"]

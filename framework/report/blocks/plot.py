@@ -39,15 +39,35 @@ class PlotOptions:
     derivation: str = option("tornado: the id of the tornado derivation drawn", default="")
 
 
+def compute(report: Report, o: PlotOptions, at: str) -> bytes | None:
+    """The figure, where it depends only on the models and the block's options (no marked
+    derivations, no placeholders in its title); None where it needs other blocks."""
+    if o.plot == "tornado" or o.mark or "{" in o.title:
+        return None
+    return _figure(report, o, at)
+
+
 def render(report: Report, o: PlotOptions, at: str) -> list[str]:
-    from stepwall.report.plots import plot_breakdown, plot_latency_throughput, plot_metric_vs_key
-    from stepwall.report.render import IDENT, sweep_value
-    from stepwall.sweep import metric_names
+    from stepwall.report.render import IDENT
 
     if not IDENT.fullmatch(o.id) or f"{o.id}.svg" in report.outputs:
         raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
     if o.plot == "tornado":
         return _tornado(report, o, at)
+    svg = report.computed(at, lambda: None) or _figure(report, o, at)
+    title = fill(o.title, report.ns, report.where, at + "title")
+    report.outputs[f"{o.id}.svg"] = svg
+    lines = [f"![{title or o.id}]({o.id}.svg)"]
+    if o.caption:
+        lines += ["", fill(o.caption.strip(), report.ns, report.where, at + "caption")]
+    return lines
+
+
+def _figure(report: Report, o: PlotOptions, at: str) -> bytes:
+    from stepwall.report.plots import plot_breakdown, plot_latency_throughput, plot_metric_vs_key
+    from stepwall.report.render import sweep_value
+    from stepwall.sweep import metric_names
+
     aliases = list(o.scenarios or ([o.scenario] if o.scenario else []))
     if not aliases:
         raise report.err(at + "scenarios", "missing", "a list of aliases")
@@ -61,13 +81,13 @@ def render(report: Report, o: PlotOptions, at: str) -> list[str]:
     key, values = o.key or None, list(o.values)
     if o.plot == "breakdown":
         groups = sorted(
-            {t.group for a in aliases for t in report.models[a].terms},
+            {t.group for a in aliases for t in report.alias(a, at + "scenarios").terms},
             key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else 99, g),
         )
         names = [f"group.{g}" for g in groups]
         bars, stacks = [], []
         for a, lab in zip(aliases, labels, strict=True):
-            present = [n for n in names if n in metric_names(report.models[a])]
+            present = [n for n in names if n in metric_names(report.alias(a, at + "scenarios"))]
             if key:
                 data = report.series(a, key, values, present, at + "key")
                 for j, v in enumerate(values):
@@ -83,7 +103,7 @@ def render(report: Report, o: PlotOptions, at: str) -> list[str]:
             raise report.err(at + "metric", "missing", "a metric")
         lines_ = []
         for a, lab in zip(aliases, labels, strict=True):
-            report.metric(report.models[a], o.metric, at + "metric")
+            report.metric(report.alias(a, at + "scenarios"), o.metric, at + "metric")
             scale = unit_scale(o.unit, o.metric, report.where, at + "unit")
             data = report.series(a, key, values, [o.metric], at + "key")
             lines_.append((lab, [float(x) / scale for x in data[o.metric]]))
@@ -106,11 +126,7 @@ def render(report: Report, o: PlotOptions, at: str) -> list[str]:
             pts.append((lab, list(data["tokens_per_s_per_gpu"]),
                         list(data["tokens_per_s_per_user"]), [str(v) for v in values]))  # fmt: skip
         svg = plot_latency_throughput(pts, title, o.xlabel or key or "")
-    report.outputs[f"{o.id}.svg"] = svg
-    lines = [f"![{title or o.id}]({o.id}.svg)"]
-    if o.caption:
-        lines += ["", fill(o.caption.strip(), report.ns, report.where, at + "caption")]
-    return lines
+    return svg
 
 
 def _tornado(report: Report, o: PlotOptions, at: str) -> list[str]:
@@ -138,4 +154,5 @@ def _tornado(report: Report, o: PlotOptions, at: str) -> list[str]:
 
 
 BLOCK = BlockKind("plot", "an SVG figure: breakdown, metric against a key, speed against "
-                  "throughput, or a tornado of ranged inputs", PlotOptions, render)  # fmt: skip
+                  "throughput, or a tornado of ranged inputs", PlotOptions, render,
+                  compute=compute)  # fmt: skip
