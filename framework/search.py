@@ -476,6 +476,61 @@ def _columns(payload: Mapping[str, Any], idx: np.ndarray) -> dict[str, np.ndarra
     return out
 
 
+def _grid(payload: Mapping[str, Any], rows: slice, cols: slice) -> dict[str, np.ndarray]:
+    """The searched keys' values on a block of the variant's grid seen as layouts × the
+    rest (users per rank, then each --vary axis): layout keys as a column, the others as a
+    row, so that numpy computes what depends on one side once per row or column."""
+    lay, batch = payload["layouts"], payload["batch"]
+    rest = (len(batch), *(len(a[2]) for a in payload["axes"]))
+    coords = np.unravel_index(np.arange(cols.start, cols.stop), rest)
+    ep = lay["ep"][rows, None]
+    out = {
+        "parallel.tp": lay["tp"][rows, None],
+        "parallel.ep": ep,
+        "parallel.dp": lay["dp"][rows, None],
+        "cluster.nodes": lay["nodes"][rows, None],
+        "workload.concurrency": batch[coords[0]][None, :] * ep,
+    }
+    for (key, _, si), c in zip(payload["axes"], coords[1:], strict=True):
+        out[key] = si[c][None, :]
+    return out
+
+
+def _blocks(start: int, stop: int, width: int) -> Iterator[tuple[slice, slice]]:
+    """Points [start, stop) of a row-major grid ``width`` wide as (rows, columns) blocks: the
+    rest of the first row, the whole rows, the start of the last."""
+    while start < stop:
+        row, col = divmod(start, width)
+        if col or stop - start < width:
+            end = min(stop, (row + 1) * width)
+            yield slice(row, row + 1), slice(col, end - row * width)
+        else:
+            rows = (stop - start) // width
+            end = start + rows * width
+            yield slice(row, row + rows), slice(0, width)
+        start = end
+
+
+def _evaluate_block(
+    numeric: CompiledModel, payload: Mapping[str, Any], start: int, stop: int, names: Any
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The metrics ``names`` and feasibility at points [start, stop) of a variant, flat in
+    point order, evaluated block by block on the grid (`_grid`)."""
+    width = len(payload["batch"]) * math.prod(len(a[2]) for a in payload["axes"])
+    parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
+    for rows, cols in _blocks(start, stop, width):
+        shape = (rows.stop - rows.start, cols.stop - cols.start)
+        ev = evaluate_points(numeric, payload["values"], _grid(payload, rows, cols))
+        got = {m: np.broadcast_to(np.asarray(ev[m], dtype=float), shape).ravel() for m in names}
+        parts.append((got, np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), shape).ravel()))
+    if len(parts) == 1:
+        return parts[0][0], parts[0][1].copy()
+    return (
+        {m: np.concatenate([g[m] for g, _ in parts]) for m in names},
+        np.concatenate([ok for _, ok in parts]),
+    )
+
+
 def run_chunk(
     payload: Mapping[str, Any], offset: int, start: int, stop: int, spec: Spec
 ) -> dict[str, Any]:
@@ -484,10 +539,8 @@ def run_chunk(
     its arguments (run in a worker process by ``--dask``)."""
     numeric = _model_of(payload)
     idx = np.arange(start, stop, dtype=np.int64)
-    ev = evaluate_points(numeric, payload["values"], _columns(payload, idx))
+    got, ok = _evaluate_block(numeric, payload, start, stop, spec.needed)
     n = idx.size
-    got = {m: np.broadcast_to(np.asarray(ev[m], dtype=float), (n,)) for m in spec.needed}
-    ok = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), (n,)).copy()
     feasible = int(ok.sum())
     for c in spec.where:
         ok &= c.holds(got[c.metric])
@@ -545,10 +598,17 @@ class Result:
 
 
 def tasks(plan: Plan, chunk: int = CHUNK) -> Iterator[tuple[int, int, int]]:
-    """(variant index, start, stop) of every chunk, in order."""
+    """(variant index, start, stop) of every chunk, in order: whole rows of the variant's
+    grid (layouts × the rest) up to ``chunk`` points, or a row in pieces where one row is
+    longer, so that each chunk is one block of the grid (`_grid`)."""
     for vi, v in enumerate(plan.variants):
-        for start in range(0, v.size, chunk):
-            yield vi, start, min(v.size, start + chunk)
+        width = v.size // v.shape[0] if v.size else 1
+        step = width * (chunk // width) if width <= chunk else chunk
+        row_starts = range(0, v.size, width) if width > chunk else (0,)
+        for row in row_starts:
+            end = min(v.size, row + width) if width > chunk else v.size
+            for start in range(row, end, step):
+                yield vi, start, min(end, start + step)
 
 
 def run_search(
