@@ -37,6 +37,8 @@ from sympy.logic.boolalg import ITE, simplify_logic
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
+from stepwall.symbols import post_order
+
 FUNCTION = "_lambdifygenerated"  # the generated function's name, as lambdify names it
 # the settings lambdify gives its printer
 _SETTINGS = {"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True}
@@ -83,28 +85,12 @@ def shared_subexpressions(exprs: Sequence[Any], prefix: str = "x") -> dict[sp.Ba
     per parent), named ``x0``, ``x1``, … children before parents: what ``sympy.cse``'s tree
     elimination finds, without rebuilding any expression (which re-analyses every Min/Max).
     Atoms are not named, nor a Piecewise's (expression, condition) pairs."""
-    seen: set[sp.Basic] = set()
+    roots = [e for e in exprs if isinstance(e, sp.Basic) and e.args]
+    order = post_order(roots)
     count: dict[sp.Basic, int] = {}
-    order: list[sp.Basic] = []
-    for root in exprs:
-        if not isinstance(root, sp.Basic) or not root.args:
-            continue
-        count[root] = count.get(root, 0) + 1
-        stack: list[tuple[sp.Basic, bool]] = [(root, False)]
-        while stack:
-            e, done = stack.pop()
-            if done:
-                order.append(e)
-                continue
-            if e in seen:
-                continue
-            seen.add(e)
-            stack.append((e, True))
-            for a in reversed(e.args):
-                if isinstance(a, sp.Basic) and a.args:
-                    count[a] = count.get(a, 0) + 1
-                    if a not in seen:
-                        stack.append((a, False))
+    for e in [*roots, *(a for node in order for a in node.args)]:
+        if isinstance(e, sp.Basic) and e.args:
+            count[e] = count.get(e, 0) + 1
     named = [e for e in order if count.get(e, 0) > 1 and not isinstance(e, ExprCondPair)]
     return {e: f"{prefix}{i}" for i, e in enumerate(named)}
 

@@ -163,3 +163,22 @@ def _min_max(func: Any, args: tuple[sp.Basic, ...]) -> sp.Basic:
     if len(keep) == 1:
         return keep[0]
     return func(*keep, evaluate=False)
+
+
+def post_order(roots: Iterable[sp.Basic]) -> list[sp.Basic]:
+    """Every distinct node of ``roots`` once, each after its arguments (a subtree shared by
+    several parents, as in a model's DAG, is visited once)."""
+    order: list[sp.Basic] = []
+    seen: set[sp.Basic] = set()
+    stack: list[tuple[sp.Basic, bool]] = [(r, False) for r in reversed(list(roots))]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.append((node, True))
+        stack.extend((a, False) for a in reversed(node.args) if isinstance(a, sp.Basic))
+    return order

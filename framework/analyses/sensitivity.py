@@ -26,7 +26,7 @@ import sympy as sp
 
 from stepwall.analyses.result import Derivation, Equation, Sensitivity
 from stepwall.printer import compile_function
-from stepwall.symbols import is_constant
+from stepwall.symbols import is_constant, post_order
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -116,19 +116,7 @@ def gradient(F: sp.Expr, at: dict[sp.Basic, float]) -> tuple[float, dict[sp.Basi
     reverse (one forward pass for the values, one backward pass for the adjoints; a subtree
     shared by several parents is visited once). None when F holds a function other than
     +, ×, power, exp and log, or a value leaves the reals."""
-    order: list[sp.Basic] = []
-    seen: set[sp.Basic] = set()
-    stack: list[tuple[sp.Basic, bool]] = [(F, False)]
-    while stack:  # post-order: every node after its arguments
-        node, done = stack.pop()
-        if done:
-            order.append(node)
-            continue
-        if node in seen:
-            continue
-        seen.add(node)
-        stack.append((node, True))
-        stack.extend((a, False) for a in reversed(node.args))
+    order = post_order([F])  # every node after its arguments
     val: dict[sp.Basic, float] = {}
     try:
         for n in order:
