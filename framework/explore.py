@@ -70,10 +70,12 @@ class _JS(SharedNames, JavascriptCodePrinter):  # type: ignore[misc]  # sympy is
     conditional, booleans as JavaScript literals."""
 
     def __init__(
-        self, names: Mapping[sp.Basic, str] | None = None, shared: Mapping[sp.Basic, str] = {}
+        self,
+        names: Mapping[sp.Basic, str] | None = None,
+        shared: Mapping[sp.Basic, str] | None = None,
     ) -> None:
         super().__init__({"precision": 17})
-        self.names, self.shared = dict(names or {}), dict(shared)
+        self.names, self.shared = dict(names or {}), dict(shared or {})
 
     def code(self, e: sp.Basic, where: str, defining: bool = False) -> str:
         """``e`` (with ``defining``: a shared subexpression's own definition) in JavaScript;

@@ -1,9 +1,12 @@
-"""How compiled functions are generated: common subexpressions by ``sympy.cse``, then each
-printed with the parameters named ``_p0``, ``_p1``, … (the function's arguments, in the order
-given) and exec'd in the namespace sympy's ``lambdify`` would give them. The source is what
-``lambdify(…, cse=True)`` writes for the same expressions; only the renaming differs: lambdify
-first rewrites every expression in new symbols (each Min/Max re-analysed, most of the time a
-model's compilation took), where these printers print a parameter under its argument's name.
+"""How compiled functions are generated: parameters named ``_p0``, ``_p1``, … (the function's
+arguments, in the order given), subexpressions met more than once named ``x0``, ``x1``, …
+(`shared_subexpressions`, after the rewrites of sympy cse's first pass: `restructured`), each
+printed once and exec'd in the namespace sympy's ``lambdify`` would give the function. It
+computes what ``lambdify(…, cse=True)`` computes, without what made that slow: lambdify
+rewrites every expression in new symbols to rename dotted parameters, and cse rebuilds the
+tree again with evaluation (each Min/Max re-analysed). Here nothing is evaluated again:
+`restructured` builds its rewrites unevaluated, and the printers print a parameter or a
+shared node under its name.
 
 `ModelPrinter` (the vectorized model, numpy) is sympy's `NumPyPrinter`, with two forms that
 compute the same values:
@@ -146,10 +149,12 @@ class ModelPrinter(SharedNames, NumPyPrinter):  # type: ignore[misc]  # sympy is
     its own printer (names unqualified: ``where``, not ``numpy.where``)."""
 
     def __init__(
-        self, names: Mapping[sp.Basic, str] | None = None, shared: Mapping[sp.Basic, str] = {}
+        self,
+        names: Mapping[sp.Basic, str] | None = None,
+        shared: Mapping[sp.Basic, str] | None = None,
     ) -> None:
         super().__init__(dict(_SETTINGS))
-        self.names, self.shared = dict(names or {}), dict(shared)
+        self.names, self.shared = dict(names or {}), dict(shared or {})
 
     def _helper_minimum_maximum(self, op: str, *args: Any) -> str:
         if not args:
@@ -183,10 +188,12 @@ class MathPrinter(SharedNames, PythonCodePrinter):  # type: ignore[misc]  # symp
     """`PythonCodePrinter` as lambdify sets it for the ``math`` module, parameters by name."""
 
     def __init__(
-        self, names: Mapping[sp.Basic, str] | None = None, shared: Mapping[sp.Basic, str] = {}
+        self,
+        names: Mapping[sp.Basic, str] | None = None,
+        shared: Mapping[sp.Basic, str] | None = None,
     ) -> None:
         super().__init__(dict(_SETTINGS, user_functions={}))
-        self.names, self.shared = dict(names or {}), dict(shared)
+        self.names, self.shared = dict(names or {}), dict(shared or {})
 
 
 def function_source(
