@@ -28,8 +28,12 @@ _HEADER = struct.Struct("<iQ")  # job index (-1: could not), payload length
 
 
 def helper_available() -> bool:
-    """Whether a helper process would run beside this one: a second core, and fork."""
+    """Whether a helper process would run beside this one: a second core, and fork from a
+    process with one thread (forking beside other threads may copy a lock one of them
+    holds: in a notebook or a server stepwall stays in its own process)."""
     if not hasattr(os, "fork") or os.environ.get("STEPWALL_NO_FORK"):
+        return False
+    if threading.active_count() > 1:
         return False
     try:
         cores = len(os.sched_getaffinity(0))
