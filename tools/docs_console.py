@@ -107,10 +107,21 @@ def guide_env(root: Path) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    write = "--write" in argv
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="docs_console.py",
+        description="Rerun each `$ command` of the docs' console blocks and compare (or "
+        "rewrite) its output.",
+    )
+    p.add_argument("docs", nargs="+", type=Path, help="Markdown files with ```console blocks")
+    p.add_argument("--write", action="store_true", help="rewrite stale blocks from live runs")
+    ns = p.parse_args(argv)
+    write = ns.write
     status = 0
-    for name in [a for a in argv if a != "--write"]:
-        path = Path(name)
+    for path in ns.docs:
+        if not path.is_file():
+            p.error(f"{path}: not a file")
         with tempfile.TemporaryDirectory() as tmp:
             env = guide_env(Path(tmp)) if path.name == "writing-plugins.md" else None
             new, stale = refresh(path.read_text(encoding="utf-8"), env)
