@@ -460,39 +460,39 @@ def evaluate_points(
 
 
 def _columns(payload: Mapping[str, Any], idx: np.ndarray) -> dict[str, np.ndarray]:
+    """The searched keys' values at flat point indices ``idx`` of a variant."""
     lay, batch = payload["layouts"], payload["batch"]
     shape = (len(lay["tp"]), len(batch), *(len(a[2]) for a in payload["axes"]))
     coords = np.unravel_index(idx, shape)
-    ep = lay["ep"][coords[0]]
-    out = {
-        "parallel.tp": lay["tp"][coords[0]],
-        "parallel.ep": ep,
-        "parallel.dp": lay["dp"][coords[0]],
-        "cluster.nodes": lay["nodes"][coords[0]],
-        "workload.concurrency": batch[coords[1]] * ep,
-    }
-    for (key, _, si), c in zip(payload["axes"], coords[2:], strict=True):
-        out[key] = si[c]
-    return out
+    return _values(payload, coords[0], coords[1:])
 
 
 def _grid(payload: Mapping[str, Any], rows: slice, cols: slice) -> dict[str, np.ndarray]:
     """The searched keys' values on a block of the variant's grid seen as layouts × the
     rest (users per rank, then each --vary axis): layout keys as a column, the others as a
     row, so that numpy computes what depends on one side once per row or column."""
-    lay, batch = payload["layouts"], payload["batch"]
-    rest = (len(batch), *(len(a[2]) for a in payload["axes"]))
+    rest = (len(payload["batch"]), *(len(a[2]) for a in payload["axes"]))
     coords = np.unravel_index(np.arange(cols.start, cols.stop), rest)
-    ep = lay["ep"][rows, None]
+    layouts = np.arange(rows.start, rows.stop)[:, None]
+    return _values(payload, layouts, tuple(c[None, :] for c in coords))
+
+
+def _values(
+    payload: Mapping[str, Any], layout: np.ndarray, rest: Sequence[np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The searched keys' values at layout indices ``layout`` and indices ``rest`` into the
+    users per rank and each --vary axis (index arrays broadcast together)."""
+    lay, batch = payload["layouts"], payload["batch"]
+    ep = lay["ep"][layout]
     out = {
-        "parallel.tp": lay["tp"][rows, None],
+        "parallel.tp": lay["tp"][layout],
         "parallel.ep": ep,
-        "parallel.dp": lay["dp"][rows, None],
-        "cluster.nodes": lay["nodes"][rows, None],
-        "workload.concurrency": batch[coords[0]][None, :] * ep,
+        "parallel.dp": lay["dp"][layout],
+        "cluster.nodes": lay["nodes"][layout],
+        "workload.concurrency": batch[rest[0]] * ep,
     }
-    for (key, _, si), c in zip(payload["axes"], coords[1:], strict=True):
-        out[key] = si[c][None, :]
+    for (key, _, si), c in zip(payload["axes"], rest[1:], strict=True):
+        out[key] = si[c]
     return out
 
 
