@@ -1,10 +1,11 @@
-"""Report plots as deterministic SVG: fixed fonts, hash salt and metadata, no timestamps.
-matplotlib is imported only when a plot is drawn."""
+"""Report plots as deterministic SVG: fixed fonts, hash salt and metadata, no timestamps, and
+element ids that do not depend on float bits. matplotlib is imported only when a plot is drawn."""
 
 from __future__ import annotations
 
 import io
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,28 @@ def _figure(width: float = 7.0, height: float = 4.0) -> Any:
     return fig, ax
 
 
+# matplotlib names clip paths, markers, hatches and path collections by a hash of their
+# geometry at full float precision (`_make_id`), so a last-bit difference between CPUs (a
+# numpy SIMD path) changes the id while every printed coordinate agrees. Such ids are renamed
+# by order of first appearance: the bytes then depend only on what is drawn.
+_HASHED_ID = re.compile(rb'(?<=id=")((?:[a-zA-Z]+|C\d+_\d+_)[0-9a-f]{10})(?=")')
+
+
+def stable_svg_ids(svg: bytes) -> bytes:
+    """``svg`` with each hashed element id renamed ``<prefix>_<n>`` in order of first
+    appearance, and every reference to it (``#id``) renamed alike."""
+    names: dict[bytes, bytes] = {}
+    for match in _HASHED_ID.finditer(svg):
+        old = match.group(1)
+        if old not in names:
+            prefix = old[:-10]
+            names[old] = b"%sid%d" % (prefix, len(names) + 1)
+    if not names:
+        return svg
+    pattern = re.compile(rb'(?<=[#"])(' + b"|".join(map(re.escape, names)) + rb')(?=[")])')
+    return pattern.sub(lambda m: names[m.group(1)], svg)
+
+
 def _svg(fig: Any) -> bytes:
     import matplotlib.pyplot as plt
 
@@ -56,7 +79,7 @@ def _svg(fig: Any) -> bytes:
     fig.tight_layout()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
-    return buf.getvalue()
+    return stable_svg_ids(buf.getvalue())
 
 
 def plot_breakdown(
