@@ -23,6 +23,7 @@ def test_every_doc_with_console_blocks_is_checked() -> None:
     assert {"derivations.md", "physics.md", "writing-plugins.md"} <= set(DOCS)
 
 
+@pytest.mark.slow  # reruns every command in the docs: the slow tier
 @pytest.mark.parametrize("doc", DOCS)
 def test_doc_console_outputs_are_current(doc: str, guide_env: dict[str, str]) -> None:
     text = (ROOT / "docs" / doc).read_text(encoding="utf-8")

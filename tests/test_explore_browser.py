@@ -36,6 +36,8 @@ FREE = [
     "cluster.scale_up.bus_bandwidth",
 ]
 
+pytestmark = pytest.mark.slow  # drives a browser: the slow tier
+
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')"
 )

@@ -25,7 +25,10 @@ def _outputs(m):
     return exprs + [c.relation for c in m.constraints]
 
 
-@pytest.mark.parametrize("name", ["k26-gb300nvl72-ep72", "dsv3-b200-tp8-mtp", "gptoss-h100-tp8"])
+# the two largest models take minutes on 2 cores: they run in the slow tier
+@pytest.mark.parametrize("name", [pytest.param("k26-gb300nvl72-ep72", marks=pytest.mark.slow),
+                                  pytest.param("dsv3-b200-tp8-mtp", marks=pytest.mark.slow),
+                                  "gptoss-h100-tp8"])  # fmt: skip
 def test_model_function_equals_sympy_lambdify(name: str) -> None:
     m = build_model(name)
     params, exprs = list(m.parameters), _outputs(m)

@@ -41,6 +41,7 @@ def shipped(tmp_path_factory) -> dict[str, bytes]:
     return _fresh([SHIPPED], tmp_path_factory.mktemp("shipped"))
 
 
+@pytest.mark.slow
 def test_report_twice_is_byte_identical(shipped, tmp_path):
     again = _fresh([SHIPPED], tmp_path)
     assert again.keys() == shipped.keys()
@@ -48,6 +49,7 @@ def test_report_twice_is_byte_identical(shipped, tmp_path):
         assert again[name] == shipped[name], f"{name} differs between two runs"
 
 
+@pytest.mark.slow
 def test_report_is_the_same_without_the_helper_process(shipped, tmp_path):
     """Blocks' heavy work runs in a forked helper on a second core (stepwall.parallel); one
     process alone writes the same bytes."""
@@ -81,6 +83,7 @@ def _regenerate_command(report_md: Path) -> list[str]:
     return argv[2:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "folder",
     sorted(p.parent for p in COMMITTED.glob("*/REPORT.md")) or [None],

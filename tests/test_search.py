@@ -260,6 +260,7 @@ def test_decoding_kinds_and_varied_keys_reproduce() -> None:
         assert got["tokens_per_s_per_user"] == pytest.approx(p["tokens_per_s_per_user"], rel=1e-12)
 
 
+@pytest.mark.slow  # starts a 2-worker LocalCluster
 def test_dask_equals_single_process() -> None:
     """A 2-worker LocalCluster of processes gives the same document, byte for byte."""
     pytest.importorskip("distributed")

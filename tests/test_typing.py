@@ -5,9 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
+@pytest.mark.slow  # a cold mypy run of the whole package
 def test_mypy_strict_passes() -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "typecheck.py")],
