@@ -49,6 +49,7 @@ from stepwall.loader import (
 from stepwall.output import write_file
 from stepwall.primitives import Primitive
 from stepwall.scenario import Scenario
+from stepwall.terminal import visible
 from stepwall.units import (
     BANDWIDTH,
     COMPUTE_RATE,
@@ -112,23 +113,11 @@ def find_entry(ref: str, base: Path | None = None) -> Path:
                     f"a file path or one of: {', '.join(names)}")  # fmt: skip
 
 
-def _entry_section(path: Path, kinds: Kinds, depth: int = 0) -> str | None:
-    """The catalog section of an entry file; an override file that starts ``from`` a path is
-    of its base's section."""
-    section = entry_section(path, kinds)
-    own = read_toml(path)
-    ref = own.get("from")
-    if section is None and isinstance(ref, str) and depth < 8:
-        found = find_spec_file(ref, "hardware", where=str(path), key="from", base=path.parent)
-        return _entry_section(found, kinds, depth + 1)
-    return section
-
-
 def load_entry(ref: str | Path, kinds: Kinds, *, base: Path | None = None,
                section: str | None = None) -> Entry:  # fmt: skip
     """Read and validate a hardware or cluster entry (following its ``from`` chain)."""
     path = (ref if isinstance(ref, Path) else find_entry(ref, base)).resolve()
-    section = section or _entry_section(path, kinds)
+    section = section or entry_section(path, kinds, "hardware")
     if section not in SECTIONS:
         what = f"a {section} entry" if section else "a scenario"
         raise SpecError(str(path), "", f"is {what}; calibrate fits the fields of a hardware or "
@@ -277,6 +266,9 @@ def read_data(path: Path, primitives: Mapping[str, Primitive], section: str) -> 
             return r[i].strip() if i < len(r) else ""
 
         at = f"line {line}"
+        if len(r) > len(header):
+            raise SpecError(where, at, f"{len(r)} fields but the header has {len(header)}",
+                            "one field per column (quote a field that holds a comma)")  # fmt: skip
         name = cell("primitive")
         prim = primitives.get(name)
         if prim is None or not _applies(prim, section):
@@ -672,7 +664,7 @@ def fit(problem: Problem, requested: Sequence[str] | None = None,
             continue  # not asked for with --fit
         j = fields.index(path)
         low_b, high_b = _bounds(sc, path, scale[j])
-        half = tq * math.sqrt(max(float(cov[j, j]), 0.0)) * scale[j] if dof > 0 else math.inf
+        half = tq * math.sqrt(max(float(cov[j, j]), 0.0)) * scale[j] if dof > 0 else math.nan
         value = float(x[j])
         rows = informs[:, j]
         partners = informs[rows].any(axis=0).sum()
@@ -688,8 +680,8 @@ def fit(problem: Problem, requested: Sequence[str] | None = None,
                                     if used))  # fmt: skip
         err = rel[rows]
         out.append(FieldFit(path, param.dim, start, value,
-                            float(max(value - half, low_b)) if math.isfinite(half) else low_b,
-                            float(min(value + half, high_b)) if math.isfinite(half) else high_b,
+                            max(value - half, low_b) if math.isfinite(half) else half,
+                            min(value + half, high_b) if math.isfinite(half) else half,
                             True, tuple(flags), int(rows.sum()), cited,
                             _rms(err), float(np.abs(err).max()) if len(err) else 0.0))  # fmt: skip
     groups, at = [], 0
@@ -770,7 +762,7 @@ def calibrated_toml(fit: Fit, target: Path) -> str:
     from tomlkit.items import Item
 
     entry = fit.problem.entry
-    doc = tomlkit.parse(entry.path.read_text(encoding="utf-8"))
+    doc = tomlkit.parse(entry.path.read_text(encoding="utf-8-sig"))  # a byte-order mark: dropped
     for f in fit.written:
         *tables, key = entry.local(f.path).split(".")
         table: Any = doc
@@ -843,7 +835,8 @@ def render_text(fit: Fit) -> str:
         if not f.fitted:
             rows.append([entry.local(f.path), start, "-", "-", "-", "; ".join(f.flags)])
             continue
-        ci = f"{_shown(f.low, f.dim)} .. {_shown(f.high, f.dim)}"
+        ci = (f"{_shown(f.low, f.dim)} .. {_shown(f.high, f.dim)}" if math.isfinite(f.low)
+              else "undetermined")  # fmt: skip
         rows.append([entry.local(f.path), start, _shown(f.value, f.dim), ci, str(f.points),
                      "; ".join(f.flags)])  # fmt: skip
     lines += _table(rows, right=(1, 2, 4))
@@ -1038,11 +1031,35 @@ def manifests_in(refs: Sequence[str]) -> tuple[list[Path], str]:
 
 
 def calibrate(entry: Entry, data: Sequence[Path], registry: Any,
-              requested: Sequence[str] = (), where: str = "--fit") -> Fit:  # fmt: skip
-    """Read the tables, build the problem and fit it."""
+              requested: Sequence[str] = (), where: str = "--fit",
+              warn: Callable[[Sequence[str]], None] | None = None) -> Fit:  # fmt: skip
+    """Read the tables (rows that repeat another left out, with a ``warn`` line), build the
+    problem and fit it."""
     primitives = registry.primitives
-    files = [read_data(p, primitives, entry.section) for p in data]
+    files, repeated = distinct([read_data(p, primitives, entry.section) for p in data])
+    if repeated and warn is not None:
+        left = sum(len(f.rows) for f in files)
+        warn([f"{repeated} rows repeat another row exactly (primitive, sizes, time) and count "
+              f"once: {left} distinct point{'s' if left != 1 else ''}"])  # fmt: skip
     return fit(build_problem(entry, files, primitives), list(requested) or None, where=where)
+
+
+def distinct(files: Sequence[DataFile]) -> tuple[list[DataFile], int]:
+    """The files without rows that repeat an earlier row exactly (primitive, sizes, texts and
+    time, in any file): a copy is not another measurement, and counted again it would narrow
+    every interval. Also how many rows were left out."""
+    seen: set[tuple[Any, ...]] = set()
+    out, repeated = [], 0
+    for f in files:
+        kept = []
+        for r in f.rows:
+            same = (r.primitive, *sorted(r.numbers.items()), *sorted(r.texts.items()), r.time)
+            repeated += same in seen
+            if same not in seen:
+                seen.add(same)
+                kept.append(r)
+        out.append(attrs.evolve(f, rows=tuple(kept)))
+    return out, repeated
 
 
 def check(refs: Sequence[str], registry: Any) -> tuple[list[str], int]:
@@ -1145,14 +1162,14 @@ def run_cli(ns: Any, registry: Any, warn: Callable[[Sequence[str]], None]) -> in
     if ns.check:
         for flag, given in (("--data", ns.data), ("-o", ns.output), ("--fit", ns.fit),
                             ("--plot", ns.plot)):  # fmt: skip
-            if given:
+            if given is not None and given != []:  # -o "" too
                 raise SpecError("calibrate", flag, "does not go with --check",
                                 "stepwall calibrate --check [MANIFEST|FOLDER …]")  # fmt: skip
         lines, drifted = check(ns.spec, registry)
         if ns.json:
             print(json.dumps({"ok": not drifted, "lines": lines}, indent=2))
         else:
-            print("\n".join(lines))
+            print(visible("\n".join(lines), lines=True))
         return 1 if drifted else 0
     if len(ns.spec) != 1:
         raise SpecError("calibrate", "SPEC", f"needs one spec, got {len(ns.spec)}",
@@ -1160,12 +1177,19 @@ def run_cli(ns: Any, registry: Any, warn: Callable[[Sequence[str]], None]) -> in
     if not ns.data:
         raise SpecError("calibrate", "--data", "missing: nothing to fit",
                         "--data FILE.csv (repeatable), see docs/calibration.md")  # fmt: skip
-    target = output.file_target(ns.output, suffixes=(".toml",)) if ns.output else None
-    plot = output.file_target(ns.plot, "--plot", suffixes=(".svg",)) if ns.plot else None
+    target = (  # read back beside it before it is written: no stream
+        output.file_target(ns.output, suffixes=(".toml",), streams=False)
+        if ns.output is not None
+        else None
+    )
+    plot = output.file_target(ns.plot, "--plot", (".svg",)) if ns.plot is not None else None
     entry = load_entry(ns.spec[0], registry.kinds)
     warn(entry.scenario.warnings)
+    if any(not item.strip(" ,") for item in ns.fit):  # --fit "": not "every field"
+        raise SpecError("calibrate", "--fit", "names no field",
+                        "FIELD[,FIELD…], e.g. --fit hbm_efficiency,kernel_floor")  # fmt: skip
     requested = [f.strip() for item in ns.fit for f in item.split(",") if f.strip()]
-    result = calibrate(entry, [Path(d) for d in ns.data], registry, requested)
+    result = calibrate(entry, [Path(d) for d in ns.data], registry, requested, warn=warn)
     svg = plot_svg(result) if plot is not None else None
     if target is not None:
         write_spec(target, calibrated_toml(result, target), entry, registry.kinds)
@@ -1177,12 +1201,12 @@ def run_cli(ns: Any, registry: Any, warn: Callable[[Sequence[str]], None]) -> in
         doc["plot"] = str(plot) if plot is not None else None
         print(json.dumps(doc, indent=2))
         return 0
-    print(render_text(result))
+    print(visible(render_text(result), lines=True))
     print()
     if target is not None:
         print(f"wrote {target} ({len(result.written)} values and their sources)")
     else:
         print("nothing written (add -o OUT.toml to write the calibrated spec)")
     if plot is not None:
-        print(f"wrote {plot}")
+        output.announce(plot, f"wrote {plot}")
     return 0

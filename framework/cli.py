@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from stepwall.errors import SpecError, StepwallError
+from stepwall.terminal import visible
 
 if TYPE_CHECKING:
     from stepwall.registry import Registry
@@ -192,11 +193,12 @@ def render_breakdown(s: dict[str, Any]) -> str:
             continue
         share = f"{100 * term['seconds'] / t:.1f}%"
         time = format_quantity(term["seconds"], TIME)
-        rows.append((term["name"], term["group"], term["plugin"], time, share))
+        name, group, plugin = (visible(term[k]) for k in ("name", "group", "plugin"))
+        rows.append((name, group, plugin, time, share))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = [f"scenario {s['scenario']}"]
+    lines = [f"scenario {visible(s['scenario'])}"]
     if s.get("overrides"):
-        lines.append(f"overrides {', '.join(s['overrides'])}")
+        lines.append(f"overrides {visible(', '.join(s['overrides']))}")
     lines.append("")
     for i, r in enumerate(rows):
         lines.append(
@@ -230,12 +232,12 @@ def render_breakdown(s: dict[str, Any]) -> str:
     if s.get("usd_per_million_tokens") is not None:
         lines.append(f"USD per 1M tokens     {s['usd_per_million_tokens']:.3g}")
     if zero:
-        names = ", ".join(term["name"] for term in zero)
+        names = visible(", ".join(term["name"] for term in zero))
         lines.append(f"zero here ({len(zero)})       {names}")
     if any(term["overlap"] for term in s["terms"]):
         lines.append("overlapped terms (same overlap tag) count once in the step, as their Max")
     for v in s.get("violations", []):
-        lines.append(f"INFEASIBLE            {v['message']}")
+        lines.append(f"INFEASIBLE            {visible(v['message'])}")
     return "\n".join(lines)
 
 
@@ -330,7 +332,7 @@ def cmd_derive(ns: argparse.Namespace, registry: Registry) -> int:
 
         results = [root_interval(analysis, model, given, context, results[0], "derive", "--")]
     if ns.format in (None, "text"):
-        print(analysis.text(results))
+        print(visible(analysis.text(results), lines=True))
         return 0
     if ns.format == "json":
         doc: Any = (
@@ -372,7 +374,7 @@ def cmd_check(ns: argparse.Namespace, registry: Registry) -> int:
         from stepwall.report.render import Report
 
         Report(path, registry=registry).render()  # a report is valid when every block renders
-        print(f"ok: {path} is a valid report")
+        print(visible(f"ok: {path} is a valid report"))
         return 0
     message = check_file(ns.spec, registry.kinds)
     if "valid scenario" in message:
@@ -381,7 +383,7 @@ def cmd_check(ns: argparse.Namespace, registry: Registry) -> int:
         model.check()
     elif path.is_file():
         warn(check_entry(path, message.rsplit(" ", 2)[-2], registry))
-    print(message)
+    print(visible(message, lines=True))
     return 0
 
 
@@ -420,6 +422,8 @@ def cmd_plugins(ns: argparse.Namespace, registry: Registry) -> int:
 
 
 def _sweep_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    from stepwall import sweep
+
     _scenario_args(p)
     p.add_argument(
         "--vary",
@@ -448,6 +452,7 @@ def _sweep_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
                    help="the output format (default: text on a terminal, else by -o's suffix; "
                    "csv for -o -)")  # fmt: skip
     _cache_arg(p)
+    sweep.quiet_argument(p)
 
 
 TEXT_LIMIT = 100_000  # a text table on a terminal; larger grids go to a file
@@ -461,7 +466,7 @@ def cmd_sweep(ns: argparse.Namespace, registry: Registry) -> int:
     from stepwall.formats import format_for
 
     target = None
-    if ns.output and ns.output != "-":
+    if ns.output is not None and ns.output != "-":
         target = output.file_target(ns.output)
         fmt = format_for(registry.formats, ns.format, ns.output)
     else:
@@ -475,12 +480,12 @@ def cmd_sweep(ns: argparse.Namespace, registry: Registry) -> int:
     if target is None and fmt.name == "text" and plan.total > TEXT_LIMIT:
         raise SpecError("sweep", "--vary", f"{plan.total:,} points are too many for a text table",
                         f"at most {TEXT_LIMIT:,}, or -o FILE / --format csv")  # fmt: skip
-    table = plan.table(ns.feasible_only, progress=sweep.ProgressBar())
+    table = plan.table(ns.feasible_only, progress=sweep.ProgressBar(quiet=ns.quiet))
     if target is None:
         fmt.write(table, sys.stdout)
         return 0
     counts = output.write_stream(target, fmt, table)
-    print(f"wrote {target} ({counts} rows)")
+    output.announce(target, f"wrote {target} ({counts} rows)")
     return 0
 
 
@@ -562,11 +567,13 @@ def cmd_explore(ns: argparse.Namespace, registry: Registry) -> int:
 
     if ns.top < 0:
         raise SpecError("--top", str(ns.top), "is negative", "0 or more")
-    free = [k.strip() for item in ns.free for k in item.split(",") if k.strip()]
-    if ns.output:
+    free = [k.strip() for item in ns.free for k in item.split(",")]
+    if "" in free:
+        raise SpecError("--free", "", "names an empty key", "KEY,KEY,… such as parallel.tp")
+    if ns.output is not None:
         target = output.file_target(ns.output, suffixes=(".html", ".htm"))
     model = _load(ns, registry)
-    if not ns.output:
+    if ns.output is None:
         target = output.file_target(f"explorer-{model.scenario.name}.html")
     cmd = ["stepwall", "explore", ns.scenario, *(a for s in ns.sets for a in ("--set", s))]
     if free:
@@ -579,7 +586,8 @@ def cmd_explore(ns: argparse.Namespace, registry: Registry) -> int:
     page = explorer_html(model, free or None, registry=registry, command=shlex.join(cmd),
                          top=ns.top, eps=ns.eps, chart_key=ns.chart)  # fmt: skip
     output.write_file(target, page)
-    print(f"wrote {target} ({len(page) / 1024:.0f} KB); open it in a browser (it works offline)")
+    output.announce(target, f"wrote {target} ({len(page) / 1024:.0f} KB); open it in a browser "
+                    "(it works offline)")  # fmt: skip
     return 0
 
 
@@ -602,18 +610,19 @@ def cmd_report(ns: argparse.Namespace, registry: Registry) -> int:
 
     from stepwall import output, report
 
-    page = bool(ns.output) and ns.output.endswith(".md")
+    page = ns.output is not None and ns.output.endswith(".md")
     if page:  # the page, and its files in a folder beside it
         output.file_target(ns.output, suffixes=(".md",))
         output.folder_target(str(Path(ns.output).with_suffix("")), page=Path(ns.output))
-    elif ns.output:
+    elif ns.output is not None:
         output.folder_target(ns.output)
     rep = report.Report(ns.report, ns.sets, registry=registry)
     if page:
         files = report.write_page(rep, Path(ns.output))
-        print(f"wrote {ns.output} and {len(files) - 1} files to {Path(ns.output).with_suffix('')}")
+        output.announce(Path(ns.output), f"wrote {ns.output} and {len(files) - 1} files to "
+                        f"{Path(ns.output).with_suffix('')}")  # fmt: skip
         return 0
-    out = Path(ns.output) if ns.output else report.default_output(rep)
+    out = Path(ns.output) if ns.output is not None else report.default_output(rep)
     output.folder_target(str(out))
     files = report.write(rep, out)
     print(f"wrote {len(files)} files to {out}")
@@ -710,7 +719,9 @@ the measured value with its unit, the class of the regime it tests and the sourc
 
 The error of a row is predicted/measured - 1. The rows are never fitted (hardware and
 engine values come from primitive microbenchmarks: stepwall calibrate), so these errors are
-out of sample. --max-median and --max-worst make it a gate (exit 1 when exceeded).
+out of sample. --max-median and --max-worst make it a gate (exit 1 when exceeded). A row
+whose configuration breaks a constraint is listed as infeasible, with no error: it is left out
+of the median and the worst (a line says how many), and --max-worst fails on it.
 
 examples:
   stepwall validate                                   # the shipped tables
@@ -721,6 +732,7 @@ docs/validation.md has the shipped table, the plot and what dominates each class
 
 
 def _validate_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    from stepwall.sweep import quiet_argument
     from stepwall.validate import CLASSES
 
     p.epilog = VALIDATE_EPILOG
@@ -734,7 +746,9 @@ def _validate_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--max-median", type=_error_bound, metavar="FRACTION",
                    help="exit 1 if the median |error| exceeds this (0.15 or 15%%)")  # fmt: skip
     p.add_argument("--max-worst", type=_error_bound, metavar="FRACTION",
-                   help="exit 1 if any |error| exceeds this (0.40 or 40%%)")  # fmt: skip
+                   help="exit 1 if any |error| exceeds this (0.40 or 40%%) or a row is "
+                   "infeasible")  # fmt: skip
+    quiet_argument(p)
 
 
 def _error_bound(text: str) -> float:
@@ -763,12 +777,15 @@ def cmd_validate(ns: argparse.Namespace, registry: Registry) -> int:
     from pathlib import Path
 
     from stepwall import validate
+    from stepwall.sweep import ProgressBar
 
     paths = [Path(t) for t in ns.tables] or validate.default_tables()
     for p in paths:
         if not p.is_file():
-            raise SpecError(str(p), "", "file not found", "a validation table (.toml)")
-    rows = validate.load_rows(paths)
+            what = ("is a folder" if p.is_dir() else
+                    "is not a regular file" if p.exists() else "not found")  # fmt: skip
+            raise SpecError(str(p), "", what, "a validation table (.toml)")
+    rows = validate.load_rows(paths)  # every table has rows (or is refused)
     known = {r.spec.id for r in rows}
     for i in ns.ids:
         if i not in known:
@@ -778,17 +795,19 @@ def cmd_validate(ns: argparse.Namespace, registry: Registry) -> int:
                             "a row id of the tables")  # fmt: skip
     rows = [r for r in rows if (not ns.classes or r.spec.row_class in ns.classes)
             and (not ns.ids or r.spec.id in ns.ids)]  # fmt: skip
-    if not rows:
-        raise SpecError("--class", ",".join(ns.classes), "selects no rows",
-                        "a class that the tables have")  # fmt: skip
-    results = validate.predict(rows, registry)
+    if not rows:  # --class, or --class with --row
+        also = f" among --row {', '.join(ns.ids)}" if ns.ids else ""
+        raise SpecError("--class", ",".join(ns.classes), f"selects no rows{also}",
+                        "a class that the tables (and the rows) have")  # fmt: skip
+    progress = ProgressBar(what="rows", quiet=ns.quiet)
+    results = validate.predict(rows, registry, progress)
     if ns.json:
         _emit(registry, "json", validate.document(results))  # infinite errors as null
     else:
-        sys.stdout.write(validate.text(results))
-    s = validate.summary(results)
-    failed = (ns.max_median is not None and s["median_abs_error"] > ns.max_median) or (
-        ns.max_worst is not None and s["worst_abs_error"] > ns.max_worst
+        sys.stdout.write(visible(validate.text(results), lines=True))
+    s = validate.summary(results)  # NaN where no row is feasible: that fails a gate too
+    failed = (ns.max_median is not None and not s["median_abs_error"] <= ns.max_median) or (
+        ns.max_worst is not None and (s["infeasible"] or not s["worst_abs_error"] <= ns.max_worst)
     )
     return 1 if failed else 0
 
@@ -851,6 +870,10 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
     _WARNED.clear()  # each run warns about each value once
     try:
         args = list(sys.argv[1:] if argv is None else argv)
+        named = next((a for a in args if not a.startswith("-")), None)
+        if "--version" in args[: args.index(named) if named is not None else len(args)]:
+            print(f"stepwall {_version()}")  # stepwall's own version: no plugin is loaded
+            return 0
         if registry is None and args[:1] == ["eval"]:  # an unchanged eval: from the cache
             from stepwall import point_cache
 
@@ -861,7 +884,6 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
             from stepwall import registry as registries
 
             registry = registries.default()
-        named = next((a for a in args if not a.startswith("-")), None)
         p = parser(registry, named if named in COMMANDS else None)
         try:
             ns = p.parse_args(args)

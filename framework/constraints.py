@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 COMPOSER = "stepwall"
 MEMORY = "memory_fits"
+HINT_LIMIT = 4096  # the largest degree a repair hint tries (a value typed as 1e9 stays quick)
 _NEGATED = {"<=": ">", "<": "≥", ">=": "<", ">": "≤", "==": "≠", "!=": "="}
 
 
@@ -97,9 +98,9 @@ def _fmt(value: float, expr: sp.Basic) -> str:
 
 
 def _value(expr: sp.Basic, values: Mapping[sp.Symbol, float]) -> float:
-    out = sp.sympify(expr).xreplace({s: sp.Float(v, 15) for s, v in values.items()})
+    """``expr`` at the point; nan where it has no value there (0/0 under a Min, say)."""
     try:
-        return float(out)
+        return float(sp.sympify(expr).xreplace({s: sp.Float(v, 15) for s, v in values.items()}))
     except (TypeError, ValueError):
         return float("nan")
 
@@ -114,7 +115,10 @@ def _side(expr: sp.Basic, values: Mapping[sp.Symbol, float], blamed: str, label:
 
 
 def _holds(rel: sp.Basic, values: Mapping[sp.Symbol, float]) -> bool:
-    out = rel.xreplace({s: sp.Float(v, 15) for s, v in values.items()})
+    try:
+        out = rel.xreplace({s: sp.Float(v, 15) for s, v in values.items()})
+    except (TypeError, ValueError):  # a side without a value (nan) does not hold
+        return False
     return bool(out == sp.true)
 
 
@@ -151,7 +155,7 @@ def violation(
     """``c`` (known not to hold) said with the values at the point, and what would fix it."""
     vals = dict(values if values is not None else model.values)
     if c.keys:
-        key = _blamed(model, c.keys)
+        key = _blamed(model, c)
         where = shown_path(model.scenario.file_of(key))
     else:
         key, where = "", f"plugin {c.plugin}"
@@ -159,18 +163,20 @@ def violation(
     return Violation(c, where, key, text, repair_hint(model, c, vals))
 
 
-def _blamed(model: StepModel, keys: Sequence[str]) -> str:
-    """The key to name: one the user set on the command line, else one a file states, else
-    the constraint's first (a plugin default nobody wrote down is the last thing to blame)."""
-    stated = model.scenario.provenance
-    on_command_line = [k for k in keys if stated.get(k) == "--set"]
+def _blamed(model: StepModel, c: Constraint) -> str:
+    """The key to name: one the user set on the command line (among the constraint's keys,
+    else among the parameters its relation depends on), else one a file states, else the
+    constraint's first (a plugin default nobody wrote down is the last thing to blame)."""
+    stated, keys = model.scenario.provenance, c.keys
+    held = sorted(s.name for s in c.relation.free_symbols if isinstance(s, sp.Symbol))
+    on_command_line = [k for k in (*keys, *held) if stated.get(k) == "--set"]
     in_a_file = [k for k in keys if k in stated]
     return (on_command_line or in_a_file or list(keys))[0]
 
 
 def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, float]) -> str:
-    """For a constraint a parallel degree can fix: the nearest degree at which every
-    constraint holds (the smallest one that fits, for memory)."""
+    """For a constraint a parallel degree can fix: the nearest degree up to `HINT_LIMIT` at
+    which every constraint holds (the smallest one that fits, for memory)."""
     for key in c.keys:
         if not key.startswith("parallel."):
             continue
@@ -179,7 +185,7 @@ def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, floa
         except Exception:
             continue
         now = int(values[sym])
-        limit = max(_cluster_gpus(model, values), 2 * now, 8)
+        limit = min(max(_cluster_gpus(model, values), 2 * now, 8), HINT_LIMIT)
         cand = np.arange(1, limit + 1, dtype=float)
         ev = model.evaluate({**{s: v for s, v in values.items() if s != sym}, sym: cand})
         ok = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), cand.shape)

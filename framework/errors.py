@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from stepwall.terminal import visible
+
 
 def did_you_mean(word: str, choices: Iterable[str], *, prefix: str = "", quote: bool = True) -> str:
     """``"; did you mean 'tp'?"`` for the closest of ``choices``, or "" when none is close."""
@@ -107,8 +109,9 @@ class DimensionError(StepwallError, TypeError):
 
 
 def _one_line(text: str) -> str:
-    """Errors are printed as one line: fold any newline a nested message brought along."""
-    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
+    """Errors are printed as one line: fold any newline a nested message brought along, and
+    show any other control character of a name as an escape (`visible`)."""
+    return visible(" ".join(text.splitlines()) if "\n" in text or "\r" in text else text)
 
 
 class PluginError(StepwallError, RuntimeError):

@@ -151,11 +151,12 @@
   }
   function repairHint(c, ci, p) {
     // stepwall.constraints.repair_hint: every whole value of a parallel degree it names, from
-    // 1 to max(the cluster's GPUs, twice the value, 8), the nearest where all hold
+    // 1 to max(the cluster's GPUs, twice the value, 8) (at most D.hint_limit), the nearest
+    // where all hold
     for (const key of c.keys) {
       if (!key.startsWith("parallel.") || IDX[key] === undefined) continue;
       const now = Math.trunc(p[IDX[key]]),
-        limit = Math.max(clusterGpus(p), 2 * now, 8),
+        limit = Math.min(Math.max(clusterGpus(p), 2 * now, 8), D.hint_limit),
         t = wholeTable(key, p);
       let best = null,
         bd = Infinity,

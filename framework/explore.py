@@ -32,6 +32,7 @@ from sympy.printing.jscode import JavascriptCodePrinter
 from sympy.printing.mathml import MathMLPresentationPrinter
 
 from stepwall.compiled import DIAGNOSTIC_METRICS, METRIC_UNITS, METRICS, OPTIONAL_METRICS
+from stepwall.constraints import HINT_LIMIT
 from stepwall.errors import SpecError, shown_path
 from stepwall.printer import (
     SharedNames,
@@ -701,6 +702,7 @@ def explorer_html(
         "terms": terms,
         "groups": groups,
         "constraints": constraints,
+        "hint_limit": HINT_LIMIT,
         "controls": page_controls,
         "chart": {"key": key, "metric": "step_time_s"},
         "wall": wall,

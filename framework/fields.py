@@ -19,6 +19,11 @@ from stepwall.units import NAMED, Dim
 # Keys any section may carry besides its fields.
 META_KEYS = ("kind", "name", "description", "source", "sources", "from")
 
+# Plausible ranges of dimensionless fields (`quantity(plausible=…)`): an achieved fraction of a
+# peak below 0.1%, or a factor on measured times beyond ×1000 either way, is almost surely a slip.
+FRACTION = ("0.001", "1")
+FACTOR = ("0.001", "1000")
+
 
 def quantity(
     dim: str | Dim,
@@ -30,11 +35,15 @@ def quantity(
     minimum: float = 0.0,
     inclusive: bool = False,
     maximum: float | None = None,
+    plausible: tuple[str, str] | None = None,
 ) -> Any:
     """Declare a numeric spec field: its dimension, bounds and LaTeX name.
 
     Values are positive by default (``minimum=0`` exclusive); ``inclusive=True`` allows the
     minimum itself. Integer fields (parallel degrees, counts) reject fractional values.
+    ``plausible`` (e.g. ``("0.001", "1")`` for an efficiency) is the range outside which a
+    value is computed with a warning; without it, that of the field's dimension
+    (`stepwall.units.PLAUSIBLE`) applies.
     """
     d = NAMED[dim] if isinstance(dim, str) else dim
     meta = {
@@ -45,6 +54,7 @@ def quantity(
         "minimum": minimum,
         "inclusive": inclusive,
         "maximum": maximum,
+        "plausible": plausible,
     }
     return attrs.field(default=default, metadata=meta, kw_only=True)
 

@@ -95,6 +95,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SpecError(str(path), "", f"is not UTF-8 (byte {e.start})", "a TOML file") from None
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (some editors write one)
     if _depth(text) > MAX_NESTING:
         raise SpecError(str(path), "", f"nests tables more than {MAX_NESTING} deep",
                         "a spec of a few levels")  # fmt: skip
@@ -124,32 +125,57 @@ def _depth(text: str) -> int:
     return best
 
 
+LABELS = ("name", "description")  # text in every spec kind and section
+
+
 def flatten(doc: Mapping[str, Any], origin: str, prefix: str = "") -> Flat:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": (1, origin)}`` (``sources`` tables stay whole); a
+    ``name`` or ``description`` that is not text is an error."""
     out: Flat = {}
     for k, v in doc.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict) and k != "sources":
             out.update(flatten(v, origin, key + "."))
+        elif k in LABELS and not isinstance(v, str):
+            raise SpecError(origin, key, f"{v!r} is not text", f'a string, e.g. {k} = "my-gpu"')
         else:
             out[key] = (v, origin)
     return out
 
 
+MAX_FROM_DEPTH = 64  # files in one `from` chain: specs need 2 or 3; deeper is a mistake
+
+
 def load_flat(path: Path, folder: str, stack: tuple[Path, ...]) -> Flat:
-    """A file's keys, flattened, after following its own ``from`` chain."""
-    path = path.resolve()
-    if path in stack:
-        chain = " -> ".join(p.stem for p in (*stack, path))
-        raise SpecError(str(stack[-1]), "from", f"reference cycle {chain}", "references to end")
-    flat = flatten(read_toml(path), str(path))
-    parent = flat.pop("from", None)
-    if parent is None:
-        return flat
-    base = load_flat(
-        find_spec_file(parent[0], folder, where=str(path), key="from", base=path.parent),
-        folder,
-        (*stack, path),
-    )
+    """A file's keys, flattened, after following its own ``from`` chain (iteratively, at
+    most `MAX_FROM_DEPTH` files)."""
+    chain: list[Flat] = []
+    seen = list(stack)
+    while True:
+        path = path.resolve()
+        if path in seen:
+            cycle = " -> ".join(p.stem for p in (*seen, path))
+            raise SpecError(str(seen[-1]), "from", f"reference cycle {cycle}",
+                            "references to end")  # fmt: skip
+        flat = flatten(read_toml(path), str(path))
+        parent = flat.pop("from", None)
+        chain.append(flat)
+        seen.append(path)
+        if parent is None:
+            break
+        if len(chain) == MAX_FROM_DEPTH:
+            raise SpecError(str(path), "from", f"the from chain is longer than {MAX_FROM_DEPTH} "
+                            "files", f"at most {MAX_FROM_DEPTH} files from a spec to its "
+                            "first base")  # fmt: skip
+        path = find_spec_file(parent[0], folder, where=str(path), key="from", base=path.parent)
+    merged = chain.pop()
+    while chain:
+        merged = _over(merged, chain.pop())
+    return merged
+
+
+def _over(base: Flat, flat: Flat) -> Flat:
+    """``flat``'s keys over its base's (whose name and description it does not inherit)."""
     base.pop("name", None)
     base.pop("description", None)
     merged = {**base, **flat}

@@ -48,9 +48,11 @@ import numpy as np
 
 from stepwall.compiled import METRIC_UNITS, METRICS, OPTIONAL_METRICS, CompiledModel
 from stepwall.errors import SpecError, UnitError, did_you_mean
-from stepwall.units import parse_quantity
+from stepwall.terminal import visible
+from stepwall.units import parse_quantity, parse_unit
 
 CHUNK = 65_536
+MAX_GPUS = 65_536  # GPUs in one deployment (--gpus)
 # metrics where less is better; every other metric is maximised
 MINIMIZE = frozenset(
     {
@@ -122,20 +124,45 @@ _COND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)?\s*(>=|<=|>|<)\s*(\S.*?)\s*$"
 
 def parse_condition(text: str, where: str, metric: str | None = None) -> Condition:
     """``"tokens_per_s_per_user>=50"``, ``"ttft_s<=2s"``; with ``metric`` the name may be
-    left out (``--ttft "<=2s"``). Values take units (2s, 500ms)."""
+    left out (``--ttft "<=2s"``). Values take units of the metric's dimension (2s, 500ms;
+    a bare number is in the metric's own unit) and are > 0, as every metric is."""
     m = _COND.match(text)
     expect = 'METRIC>=VALUE or METRIC<=VALUE, e.g. "tokens_per_s_per_user>=50"'
     if not m or not (m.group(1) or metric):
         raise SpecError(where, text, "not a condition", expect)
     name = m.group(1) or metric or ""
     check_metric(name, where)
+    unit = METRIC_UNITS.get(name, "")
     try:
-        value, _ = parse_quantity(m.group(3))
+        value, dim = parse_quantity(m.group(3))
+        want = parse_unit(unit)[1]
     except UnitError as e:
         raise SpecError(where, text, str(e), expect) from None
     if not math.isfinite(value):
         raise SpecError(where, text, "the value is not finite", expect)
+    if dim != want and not dim.dimensionless:
+        raise SpecError(where, text, f"{m.group(3)!r} is not {unit or 'a plain number'} "
+                        f"({dim} is not {want})", f"a value in {unit or 'no unit'}, as {name} "
+                        "is")  # fmt: skip
+    if value <= 0:
+        raise SpecError(where, text, f"{name} is positive, so {m.group(3)!r} cannot bound it",
+                        f"a value > 0 in {unit or 'no unit'}")  # fmt: skip
     return Condition(name, m.group(2), value, f"{name}{m.group(2)}{m.group(3)}")
+
+
+def check_consistent(conditions: Sequence[Condition], where: str) -> None:
+    """Refuse conditions on one metric that no value meets together (x>=10 and x<=5)."""
+    for name in dict.fromkeys(c.metric for c in conditions):
+        own = [c for c in conditions if c.metric == name]
+        lows = [c for c in own if c.op in (">=", ">")]
+        highs = [c for c in own if c.op in ("<=", "<")]
+        if not lows or not highs:
+            continue
+        lo = max(lows, key=lambda c: (c.value, c.op == ">"))
+        hi = min(highs, key=lambda c: (c.value, c.op != "<"))
+        if lo.value > hi.value or (lo.value == hi.value and (lo.op == ">" or hi.op == "<")):
+            raise SpecError(where, f"{lo.text} and {hi.text}", "no value meets both",
+                            f"conditions on {name} that some value meets")  # fmt: skip
 
 
 def check_metric(name: str, where: str) -> str:
@@ -245,7 +272,13 @@ class Plan:
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def layout_count(gpus: Sequence[int], domain: int) -> int:
+    """How many layouts `layouts_for` makes, counted without making them."""
+    return sum(len(divisors(n // tp)) for n in gpus for tp in divisors(n) if tp <= domain)
 
 
 def layouts_for(gpus: Sequence[int], domain: int, nodes: int, per_node: int) -> dict[str, Any]:
@@ -296,7 +329,7 @@ def plan_search(
     """Check everything and compile one model per variant: all but the evaluation."""
     from stepwall import registry as registries
     from stepwall.compiled import compile_scenario
-    from stepwall.sweep import axis_values
+    from stepwall.sweep import axis_values, check_points
     from stepwall.validation import load_scenario
 
     registry = registry or registries.default()
@@ -322,6 +355,13 @@ def plan_search(
         raise SpecError("search", "--batch", "users per rank must be at least 1", "e.g. 1..2048:x2")
     if any(n < 1 for n in gpus):
         raise SpecError("search", "--gpus", "must be at least 1 GPU", "e.g. 8,16,72")
+    if gpus and max(gpus) > MAX_GPUS:
+        raise SpecError("search", "--gpus", f"{max(gpus):,} GPUs in one deployment",
+                        f"at most {MAX_GPUS:,}")  # fmt: skip
+    check_consistent(spec.where, "--where")
+    for t in spec.targets:
+        check_consistent([*spec.where, t], "--at")
+    set_keys = {s.partition("=")[0].strip() for s in sets}
     for k, _ in vary:
         if k in LAYOUT_KEYS:
             raise SpecError(
@@ -330,6 +370,8 @@ def plan_search(
                 f"{k} is searched already",
                 "--gpus and --batch shape the layouts",
             )
+        if k in set_keys:
+            raise SpecError("--vary", k, "also given with --set", "a key either set or varied")
     for s in sets:
         k = s.partition("=")[0].strip()
         if k in LAYOUT_KEYS:
@@ -348,6 +390,7 @@ def plan_search(
         base.append(f"workload.context={_short(isl + osl / 2)}")
     variants: list[Variant] = []
     warnings: list[str] = []
+    total = 0  # points of the variants so far (structural ones included)
     for opt in options:
         ref = _inline(model, opt.hardware, opt.cluster, engine)
         for kind in decoding:
@@ -356,16 +399,24 @@ def plan_search(
             # a varied key needs a value to load the scenario: its first (the axis sets each)
             firsts = [f"{k}={_first(v)}" for k, v in vary if not _skip(k, kind)]
             probe = [*own, *mine, *firsts, "workload.concurrency=1"]
-            sc = load_scenario(ref, registry.kinds, probe)
+            try:
+                sc = load_scenario(ref, registry.kinds, probe)
+            except SpecError as e:  # a varied key's first value, or a decoding kind
+                if e.where == "--set" and any(e.key == k for k, _ in vary):
+                    raise SpecError("--vary", e.key, e.problem, e.expected) from None
+                if e.where == "--set" and e.key == "decoding.kind" and e.key not in set_keys:
+                    raise SpecError("--decoding", kind, e.problem, e.expected) from None
+                raise
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
             values = {s.name: float(v) for s, v in sc.values.items()}
             domain = int(values["cluster.scale_up.domain_size"])
+            sizes = list(gpus) or [int(values["cluster.nodes"] * values["cluster.gpus_per_node"])]
+            rest = len(set(batch)) * math.prod(len(a.si) for a in axes)
+            total += layout_count(sizes, domain) * rest
+            check_points(total, "search", "narrow --batch, --gpus or --vary")
             layouts = layouts_for(
-                list(gpus) or [int(values["cluster.nodes"] * values["cluster.gpus_per_node"])],
-                domain,
-                int(values["cluster.nodes"]),
-                int(values["cluster.gpus_per_node"]),
+                sizes, domain, int(values["cluster.nodes"]), int(values["cluster.gpus_per_node"])
             )
             numeric = compile_scenario(sc, registry, cache=cache)
             bad = [k for k in LAYOUT_KEYS if k in numeric.structural_keys]
@@ -512,10 +563,16 @@ def _blocks(start: int, stop: int, width: int) -> Iterator[tuple[slice, slice]]:
 
 
 def _evaluate_block(
-    numeric: CompiledModel, payload: Mapping[str, Any], start: int, stop: int, names: Any
+    numeric: CompiledModel,
+    payload: Mapping[str, Any],
+    start: int,
+    stop: int,
+    names: Any,
+    failed: dict[str, int] | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The metrics ``names`` and feasibility at points [start, stop) of a variant, flat in
-    point order, evaluated block by block on the grid (`_grid`)."""
+    point order, evaluated block by block on the grid (`_grid`); ``failed`` gains, per
+    constraint, how many of the points break it."""
     width = len(payload["batch"]) * math.prod(len(a[2]) for a in payload["axes"])
     parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
     for rows, cols in _blocks(start, stop, width):
@@ -523,6 +580,10 @@ def _evaluate_block(
         ev = evaluate_points(numeric, payload["values"], _grid(payload, rows, cols))
         got = {m: np.broadcast_to(np.asarray(ev[m], dtype=float), shape).ravel() for m in names}
         parts.append((got, np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), shape).ravel()))
+        if failed is not None:
+            for c in numeric.constraints:
+                holds = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), shape)
+                failed[c.name] = failed.get(c.name, 0) + holds.size - int(np.count_nonzero(holds))
     if len(parts) == 1:
         return parts[0][0], parts[0][1].copy()
     return (
@@ -539,11 +600,15 @@ def run_chunk(
     its arguments (run in a worker process by ``--dask``)."""
     numeric = _model_of(payload)
     idx = np.arange(start, stop, dtype=np.int64)
-    got, ok = _evaluate_block(numeric, payload, start, stop, spec.needed)
+    failed: dict[str, int] = {}
+    got, ok = _evaluate_block(numeric, payload, start, stop, spec.needed, failed)
     n = idx.size
     feasible = int(ok.sum())
+    filtered = []  # per filter: the feasible points it removes
     for c in spec.where:
-        ok &= c.holds(got[c.metric])
+        holds = c.holds(got[c.metric])
+        filtered.append(int(np.count_nonzero(ok & ~holds)))
+        ok &= holds
     for m in (spec.x, spec.y):
         ok &= np.isfinite(got[m])
     ids = idx + offset
@@ -560,6 +625,8 @@ def run_chunk(
         "evaluated": n,
         "feasible": feasible,
         "passed": int(ok.sum()),
+        "failed": failed,
+        "filtered": filtered,
     }
 
 
@@ -595,6 +662,8 @@ class Result:
     evaluated: int
     feasible: int
     passed: int
+    failed: Mapping[str, int] = attrs.field(factory=dict)  # points breaking each constraint
+    filtered: tuple[int, ...] = ()  # feasible points each --where filter removes
 
 
 def tasks(plan: Plan, chunk: int = CHUNK) -> Iterator[tuple[int, int, int]]:
@@ -621,11 +690,24 @@ def run_search(
 ) -> Result:
     """Evaluate every chunk (here, or on a dask ``client``), merge, and describe the
     frontier and the best points; with ``spread``, also how the ranking at each target moves
-    when efficiencies move (`robustness`)."""
-    result = describe(plan, evaluate(plan, chunk=chunk, progress=progress, client=client))
-    if spread and plan.spec.targets:
-        result = robustness(result, spread, chunk=chunk, client=client)
+    when efficiencies move (`robustness`: two more passes over the space, which ``progress``
+    counts too)."""
+    passes = 3 if spread and plan.spec.targets else 1
+    tick = _pass(progress, 0, passes)
+    result = describe(plan, evaluate(plan, chunk=chunk, progress=tick, client=client))
+    if passes > 1:
+        result = robustness(result, spread, chunk=chunk, client=client, progress=progress)
     return result
+
+
+def _pass(
+    progress: Callable[[int, int], None] | None, k: int, passes: int
+) -> Callable[[int, int], None] | None:
+    """``progress`` for the k-th of ``passes`` evaluations of the same space."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda done, total: report(k * total + done, passes * total)
 
 
 def evaluate(
@@ -690,15 +772,24 @@ def scaled(plan: Plan, factor: float) -> Plan:
     return attrs.evolve(plan, variants=tuple(variants))
 
 
-def robustness(result: Result, spread: float, *, chunk: int = CHUNK, client: Any = None) -> Result:
+def robustness(
+    result: Result,
+    spread: float,
+    *,
+    chunk: int = CHUNK,
+    client: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Result:
     """Each target's ranking again with every option's efficiencies low (×(1−spread), or
     their ranges' low ends) and high: each option's objective becomes an interval, and the
-    ranking is robust where no two options' intervals overlap in the wrong order."""
+    ranking is robust where no two options' intervals overlap in the wrong order. ``progress``
+    sees these as the 2nd and 3rd of three passes (the first: `run_search`'s)."""
     plan = result.plan
     ends = {}
-    for name, factor in (("low", 1 - spread), ("high", 1 + spread)):
+    for i, (name, factor) in enumerate((("low", 1 - spread), ("high", 1 + spread))):
         other = scaled(plan, factor)
-        _, best = merge(other, evaluate(other, chunk=chunk, client=client))
+        tick = _pass(progress, i + 1, 3)
+        _, best = merge(other, evaluate(other, chunk=chunk, progress=tick, client=client))
         ends[name] = best
     sign = _sign(plan.spec.objective)
     entries = []
@@ -904,6 +995,10 @@ def describe(plan: Plan, parts: Sequence[Mapping[str, Any]]) -> Result:
             winners.append((b[0], -b[1], opt.label))
         entry["ranking"] = [lb for _, _, lb in sorted(winners, reverse=True)]
         bests.append(entry)
+    failed: dict[str, int] = {}
+    for part in parts:
+        for k, c in part["failed"].items():
+            failed[k] = failed.get(k, 0) + c
     return Result(
         plan,
         tuple(frontier),
@@ -911,7 +1006,35 @@ def describe(plan: Plan, parts: Sequence[Mapping[str, Any]]) -> Result:
         sum(p["evaluated"] for p in parts),
         sum(p["feasible"] for p in parts),
         sum(p["passed"] for p in parts),
+        failed,
+        tuple(sum(p["filtered"][i] for p in parts) for i in range(len(spec.where))),
     )
+
+
+def empty_error(result: Result) -> SpecError | None:
+    """Why a search found nothing: the constraint that rules out the most configurations,
+    or the filter that removes the most feasible ones; None when something passed."""
+    if result.passed:
+        return None
+    n = f"{result.evaluated:,} configurations"
+    spec = result.plan.spec
+    if result.feasible and any(result.filtered):
+        i = max(range(len(spec.where)), key=lambda j: result.filtered[j])
+        return SpecError("search", "--where", f"of {n}, {result.feasible:,} are feasible and "
+                         f"{spec.where[i].text} removes {result.filtered[i]:,} of them",
+                         "a filter that some feasible configuration passes")  # fmt: skip
+    if result.feasible:
+        return SpecError("search", "--x/--y", f"of {n}, {result.feasible:,} are feasible but "
+                         f"none has a finite {spec.x} and {spec.y}",
+                         "metrics that the specs state")  # fmt: skip
+    messages = {c.name: c.message for v in result.plan.variants for c in v.numeric.constraints}
+    worst = max(result.failed, key=lambda k: result.failed[k], default="")
+    if not result.failed.get(worst):
+        return SpecError("search", "", f"none of {n} gives finite metrics",
+                         why="check the spec values")  # fmt: skip
+    return SpecError("search", "", f"none of {n} is feasible; the constraint that fails most "
+                     f"often is {worst} ({messages[worst]}), at {result.failed[worst]:,}",
+                     why="widen --gpus or --batch, or another --hardware/--cluster")  # fmt: skip
 
 
 def _overall(plan: Plan, fronts: Mapping[str, np.ndarray]) -> set[int]:
@@ -1172,7 +1295,7 @@ def dask_client(scheduler: str = "", workers: int = 0) -> Any:
     if scheduler:
         try:
             return Client(scheduler, timeout="10s")
-        except OSError as e:
+        except (OSError, ValueError, TypeError) as e:  # unreachable, or not an address
             raise SpecError(
                 "search",
                 "--scheduler",
@@ -1200,10 +1323,10 @@ def close_client(client: Any) -> None:
         cluster.close()
 
 
-def progress_bar() -> Callable[[int, int], None]:
+def progress_bar(quiet: bool = False) -> Callable[[int, int], None]:
     from stepwall.sweep import ProgressBar
 
-    return ProgressBar(sys.stderr)
+    return ProgressBar(sys.stderr, quiet=quiet)
 
 
 # ---------------------------------------------------------------- command line
@@ -1241,6 +1364,8 @@ examples:
 --gpus, --batch and --vary take lists (8,16,72) or ranges as in `stepwall sweep`:
 8..72:8 (step), 1..4096:x2 (factor), 1..4096:40log (points).
 --at and --where take METRIC>=VALUE or METRIC<=VALUE with units (ttft_s<=500ms).
+A space beyond the limits (points, values on one axis, GPUs) is refused up front, in one
+line that gives the limit; progress goes to stderr, never stdout (--quiet: none).
 -o FILE writes by suffix: .json (the document), .csv/.md/.parquet (the frontier), .svg (the
 chart). The JSON document's "frontier" lists points with every metric by name, "config" and
 "command"; "targets" gives the best point per option at each --at target, its "binding"
@@ -1251,6 +1376,8 @@ constraint and the "ranking" of the options.
 def add_arguments(p: Any) -> None:
     """The ``stepwall search`` options."""
     import argparse
+
+    from stepwall.sweep import quiet_argument
 
     p.description = DESCRIPTION
     p.epilog = EPILOG_SEARCH
@@ -1270,7 +1397,7 @@ def add_arguments(p: Any) -> None:
     )
     p.add_argument(
         "--gpus",
-        default="",
+        default=None,
         metavar="N[,N2,…]|LO..HI:STEP",
         help="deployment sizes in GPUs (default: the cluster's size); the cluster "
         "grows to N GPUs (cluster.nodes) where it has fewer",
@@ -1300,7 +1427,7 @@ def add_arguments(p: Any) -> None:
     )
     p.add_argument(
         "--batch",
-        default="",
+        default=None,
         metavar="B[,…]|LO..HI:BY",
         help="users per attention rank (default 1,2,3,4,6,…,1536,2048)",
     )
@@ -1404,15 +1531,16 @@ def add_arguments(p: Any) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        default=0,
+        default=None,
         metavar="N",
-        help="LocalCluster worker processes (default: the CPUs)",
+        help="LocalCluster worker processes, at least 1 (default: the CPUs)",
     )
     p.add_argument(
         "--no-cache",
         action="store_true",
         help="compile the models afresh instead of loading them from the cache",
     )
+    quiet_argument(p)
 
 
 def _ints(text: str, where: str) -> list[int]:
@@ -1420,7 +1548,7 @@ def _ints(text: str, where: str) -> list[int]:
 
     text = text.strip()
     if ".." in text:
-        labels = parse_span(where, text).labels(True)
+        labels = parse_span("", text, where).labels(True)
         vals = [float(v) for v in labels]
     else:
         try:
@@ -1429,7 +1557,7 @@ def _ints(text: str, where: str) -> list[int]:
             raise SpecError(
                 "search", where, f"cannot read {text!r}", "whole numbers, e.g. 8,16,72 or 8..72:8"
             ) from None
-    if not vals or any(v != int(v) or v < 1 for v in vals):
+    if not vals or any(not math.isfinite(v) or v != int(v) or v < 1 for v in vals):
         raise SpecError(
             "search",
             where,
@@ -1447,6 +1575,12 @@ def run_cli(ns: Any, registry: Any) -> int:
     from stepwall.cli import warn
     from stepwall.sweep import parse_vary
 
+    if ns.workers is not None and ns.workers < 1:
+        raise SpecError("search", "--workers", f"{ns.workers} worker processes", "at least 1")
+    if ns.workers is not None and not (ns.dask or ns.scheduler):
+        raise SpecError("search", "--workers", "has no effect without --dask", "--dask --workers N")
+    if not 0 <= ns.spread < 1:
+        raise SpecError("search", "--spread", f"{ns.spread} is not a fraction", "0 ≤ F < 1")
     targets = tuple(parse_condition(t, "--at") for t in ns.at)
     where = [parse_condition(w, "--where") for w in ns.where]
     if ns.ttft:
@@ -1465,16 +1599,16 @@ def run_cli(ns: Any, registry: Any) -> int:
         k.strip() for d in ns.decoding or ["autoregressive"] for k in d.split(",") if k.strip()
     ]
     target = None
-    if ns.output:
+    if ns.output is not None:
         target = output.file_target(
-            ns.output, suffixes=(".json", ".csv", ".md", ".parquet", ".svg")
-        )
-    plot_target = output.file_target(ns.plot, "--plot", (".svg",)) if ns.plot else None
+            ns.output, suffixes=(".json", ".csv", ".md", ".parquet", ".svg"), streams=False
+        )  # the suffix picks the format
+    plot_target = output.file_target(ns.plot, "--plot", (".svg",)) if ns.plot is not None else None
     plan = plan_search(
         ns.model,
         hardware,
         clusters,
-        gpus=_ints(ns.gpus, "--gpus") if ns.gpus else (),
+        gpus=_ints(ns.gpus, "--gpus") if ns.gpus is not None else (),
         engine=ns.engine,
         workload=ns.workload,
         isl=ns.isl,
@@ -1482,23 +1616,24 @@ def run_cli(ns: Any, registry: Any) -> int:
         decoding=kinds,
         sets=ns.sets,
         vary=[parse_vary(v) for v in ns.vary],
-        batch=_ints(ns.batch, "--batch") if ns.batch else DEFAULT_BATCH,
+        batch=_ints(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
         spec=spec,
         registry=registry,
         cache=not ns.no_cache,
     )
     warn(plan.warnings)
     _check_known(plan)
-    client = dask_client(ns.scheduler, ns.workers) if ns.dask or ns.scheduler else None
+    client = dask_client(ns.scheduler, ns.workers or 0) if ns.dask or ns.scheduler else None
     try:
-        if not 0 <= ns.spread < 1:
-            raise SpecError("search", "--spread", f"{ns.spread} is not a fraction", "0 ≤ F < 1")
         result = run_search(
-            plan, chunk=ns.chunk, progress=progress_bar(), client=client, spread=ns.spread
+            plan, chunk=ns.chunk, progress=progress_bar(ns.quiet), client=client, spread=ns.spread
         )
     finally:
         if client is not None:
             close_client(client)
+    empty = empty_error(result)
+    if empty is not None:
+        raise empty
     if plot_target is not None:
         output.write_file(plot_target, plot(result))
         print(f"wrote {plot_target}", file=sys.stderr)
@@ -1515,10 +1650,10 @@ def run_cli(ns: Any, registry: Any) -> int:
                 {".csv": "csv", ".md": "markdown", ".parquet": "parquet"}[suffix]
             ]
             output.write_stream(target, fmt, frontier_table(result))
-        print(f"wrote {target} ({len(result.frontier)} frontier points)")
+        output.announce(target, f"wrote {target} ({len(result.frontier)} frontier points)")
         return 0
     if ns.format in (None, "text"):
-        print(text(result))
+        print(visible(text(result), lines=True))
     elif ns.format == "json":
         from stepwall.formats import write_json
 

@@ -41,7 +41,8 @@ from stepwall.units import parse_quantity, parse_unit, split_quantity
 from stepwall.validation import check_magnitude, load_scenario
 
 DEFAULT_METRICS = ("step_time_s", "tokens_per_s_per_user", "tokens_per_s", "tokens_per_s_per_gpu")
-MAX_POINTS = 200_000_000  # a grid beyond this is refused: use a coarser step
+MAX_POINTS = 200_000_000  # a grid (sweep) or space (search) beyond this is refused up front
+MAX_VALUES = 1_000_000  # values on one axis (--vary, --batch, --gpus)
 CHUNK = 200_000
 
 
@@ -85,22 +86,33 @@ class Span:
     how: str
     by: float  # the step (in ``unit``), the factor, or the number of points
 
-    def labels(self, integer: bool) -> list[str]:
-        """The values as text with the range's unit, e.g. ["8TB/s", "8.5TB/s", …]."""
+    flag: str = "--vary"  # the argument it came from, for messages
+
+    def count(self) -> float:
+        """How many values the range holds, computed without making them (may be inf)."""
         lo, hi, by = self.lo, self.hi, self.by
         if self.how == "step":
-            n = math.floor((hi - lo) / by * (1 + 1e-12)) + 1
-            _cap(n, self.text)
-            xs = lo + by * np.arange(n)
+            n = (hi - lo) / by * (1 + 1e-12)
         elif self.how == "factor":
-            n = math.floor(math.log(hi / lo) / math.log(by) * (1 + 1e-12)) + 1
-            _cap(n, self.text)
-            xs = lo * by ** np.arange(n)
+            n = math.log(hi / lo) / math.log(by) * (1 + 1e-12)
         else:
-            _cap(int(by), self.text)
-            xs = (
-                np.geomspace(lo, hi, int(by)) if self.how == "log" else np.linspace(lo, hi, int(by))
-            )
+            return float(by)
+        return math.floor(n) + 1.0 if math.isfinite(n) else math.inf
+
+    def labels(self, integer: bool) -> list[str]:
+        """The values as text with the range's unit, e.g. ["8TB/s", "8.5TB/s", …]; more
+        than `MAX_VALUES` are refused before any is made."""
+        lo, hi, by = self.lo, self.hi, self.by
+        n = self.count()
+        if not n <= MAX_VALUES:
+            raise SpecError(self.flag, self.text, f"a range of {n:.3g} points",
+                            f"at most {MAX_VALUES:,} on one axis (a coarser step)")  # fmt: skip
+        if self.how == "step":
+            xs = lo + by * np.arange(int(n))
+        elif self.how == "factor":
+            xs = lo * by ** np.arange(int(n))
+        else:
+            xs = np.geomspace(lo, hi, int(n)) if self.how == "log" else np.linspace(lo, hi, int(n))
         if integer and self.how in ("log", "lin"):  # a count of points: nearest whole values
             xs = np.unique(np.round(xs))
         return [f"{_short(x)}{self.unit}" for x in xs]
@@ -111,19 +123,21 @@ def _short(x: float) -> str:
     return str(int(x)) if x.is_integer() and abs(x) < 1e15 else f"{x:.10g}"
 
 
-def _cap(n: int, text: str) -> None:
+def check_points(n: float, where: str, narrow: str) -> None:
+    """Refuse up front a run that would evaluate more than `MAX_POINTS` points (a sweep's
+    grid, a search's space), before anything is allocated for it."""
     if n > MAX_POINTS:
-        raise SpecError(
-            "--vary", text, f"a range of {n:.3g} points", f"at most {MAX_POINTS:,} (a coarser step)"
-        )
+        raise SpecError(where, "", f"would evaluate {n:.2g} points",
+                        why=f"limit {MAX_POINTS:.0e}; {narrow}")  # fmt: skip
 
 
 _BY = re.compile(r"^(?:x(?P<factor>.+)|(?P<n>\d+)(?P<kind>log|lin)|(?P<step>.+))$")
 
 
-def parse_span(key: str, text: str) -> Span:
-    """``1..256``, ``8..72:8``, ``1..256:x2``, ``1..4096:20log``, ``7TB/s..9TB/s:0.5TB/s``."""
-    where = f"{key}={text}"
+def parse_span(key: str, text: str, flag: str = "--vary") -> Span:
+    """``1..256``, ``8..72:8``, ``1..256:x2``, ``1..4096:20log``, ``7TB/s..9TB/s:0.5TB/s``;
+    errors name ``flag`` (the argument) and ``key=text`` (or the text, without a key)."""
+    where = f"{key}={text}" if key else text
     expect = "LO..HI, LO..HI:STEP, LO..HI:xFACTOR or LO..HI:Nlog / Nlin, e.g. 1..256:x2"
     lo_text, _, rest = text.strip().partition("..")
     hi_text, _, by_text = rest.partition(":")
@@ -133,44 +147,42 @@ def parse_span(key: str, text: str) -> Span:
         scale, dim = parse_unit(unit)
         hi_scale, hi_dim = parse_unit(hi_unit) if hi_unit else (scale, dim)
     except UnitError as e:
-        raise SpecError("--vary", where, str(e), expect) from None
+        raise SpecError(flag, where, str(e), expect) from None
     if hi_dim != dim:
-        raise SpecError("--vary", where, f"ends of different dimensions ({dim}, {hi_dim})",
+        raise SpecError(flag, where, f"ends of different dimensions ({dim}, {hi_dim})",
                         "both ends of the same quantity")  # fmt: skip
     hi = hi * hi_scale / scale
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
-        raise SpecError("--vary", where, "the range runs backwards or is not finite", "LO ≤ HI")
+        raise SpecError(flag, where, "the range runs backwards or is not finite", "LO ≤ HI")
     b = _BY.match(by_text.strip() or "1")
     assert b is not None  # the last alternative matches anything
     if b["factor"]:
         try:
             factor = float(b["factor"])
         except ValueError:
-            raise SpecError(
-                "--vary", where, f"cannot read factor {b['factor']!r}", expect
-            ) from None
+            raise SpecError(flag, where, f"cannot read factor {b['factor']!r}", expect) from None
         if not factor > 1 or lo <= 0:
-            raise SpecError("--vary", where, "a factor range needs LO > 0 and a factor > 1",
+            raise SpecError(flag, where, "a factor range needs LO > 0 and a factor > 1",
                             "e.g. 1..256:x2")  # fmt: skip
-        return Span(text, lo, hi, unit, "factor", factor)
+        return Span(text, lo, hi, unit, "factor", factor, flag)
     if b["n"]:
         n = int(b["n"])
         if n < 2 or (b["kind"] == "log" and lo <= 0):
-            raise SpecError("--vary", where, f"{by_text!r} needs at least 2 points (and LO > 0 "
+            raise SpecError(flag, where, f"{by_text!r} needs at least 2 points (and LO > 0 "
                             "for log spacing)", "e.g. 1..4096:20log")  # fmt: skip
-        return Span(text, lo, hi, unit, b["kind"], n)
+        return Span(text, lo, hi, unit, b["kind"], n, flag)
     try:
         step, step_unit = split_quantity(b["step"].strip())
         step_scale, step_dim = parse_unit(step_unit) if step_unit else (scale, dim)
     except UnitError as e:
-        raise SpecError("--vary", where, str(e), expect) from None
+        raise SpecError(flag, where, str(e), expect) from None
     if step_dim != dim:
-        raise SpecError("--vary", where, f"step {b['step']!r} is not of the range's dimension",
+        raise SpecError(flag, where, f"step {b['step']!r} is not of the range's dimension",
                         f"a step like 1{unit}")  # fmt: skip
     step = step * step_scale / scale
     if not (math.isfinite(step) and step > 0):
-        raise SpecError("--vary", where, "the step must be positive", expect)
-    return Span(text, lo, hi, unit, "step", step)
+        raise SpecError(flag, where, "the step must be positive", expect)
+    return Span(text, lo, hi, unit, "step", step, flag)
 
 
 def parse_vary(text: str) -> tuple[str, list[Any] | Span]:
@@ -355,8 +367,9 @@ def plan_sweep(
         numeric = compile_scenario(sc, registry, cache=cache)
     warnings = list(sc.warnings)
     axes = tuple(axis_values(sc, k, v, warnings) for k, v in vary)
-    total = math.prod(len(a.si) for a in axes)
-    _cap(total, " × ".join(keys) or "the grid")
+    check_points(
+        math.prod(len(a.si) for a in axes), "sweep", "a coarser step or fewer --vary values"
+    )
     ev = numeric.evaluate({s.name: v for s, v in sc.values.items()})
     for m in metrics:
         pick(numeric, ev, m)
@@ -434,19 +447,48 @@ def run_sweep(
     return Sweep(plan, results, feasible, violation)
 
 
-class ProgressBar:
-    """A one-line bar on stderr, shown only on a terminal and once a run passes a second."""
+EVERY = 5.0  # seconds between progress lines where stderr is not a terminal
 
-    def __init__(self, stream: Any = None, after: float = 1.0) -> None:
+
+def _now() -> float:
+    """The clock progress reads (a function of its own, so that a test can replace it)."""
+    return time.monotonic()
+
+
+def quiet_argument(p: Any) -> None:
+    """``--quiet`` of the commands that report progress (sweep, search, validate)."""
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help=f"no progress on stderr (else a bar on a terminal, or a line every "
+                   f"{EVERY:g} s elsewhere, once a run lasts that long)")  # fmt: skip
+
+
+class ProgressBar:
+    """Progress on stderr: on a terminal a bar redrawn in place once a run passes ``after``
+    seconds; elsewhere (a log, a pipe) a line with done/total and the rate every ``every``
+    seconds, the first after ``every`` seconds, so that a quick run prints nothing. Nothing
+    at all when ``quiet``; stdout never carries it."""
+
+    def __init__(self, stream: Any = None, after: float = 1.0, *, every: float = EVERY,
+                 what: str = "points", quiet: bool = False) -> None:  # fmt: skip
         self.stream = stream or sys.stderr
-        self.start = time.monotonic()
-        self.after = after
+        self.start = self.last = _now()
+        self.after, self.every, self.what, self.quiet = after, every, what, quiet
         self.shown = False
 
     def __call__(self, done: int, total: int) -> None:
-        if not getattr(self.stream, "isatty", lambda: False)():
+        if self.quiet:
             return
-        if time.monotonic() - self.start < self.after and not self.shown:
+        now = _now()
+        if not getattr(self.stream, "isatty", lambda: False)():
+            if now - self.last >= self.every:
+                self.last = now
+                rate = done / max(now - self.start, 1e-9)
+                share, speed = done / max(total, 1), f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+                self.stream.write(f"stepwall: {done:,}/{total:,} {self.what} ({share:.0%}), "
+                                  f"{speed} {self.what}/s\n")  # fmt: skip
+                self.stream.flush()
+            return
+        if now - self.start < self.after and not self.shown:
             return
         self.shown = True
         width = 30

@@ -138,15 +138,18 @@ PLAUSIBLE: dict[Dim, tuple[str, str]] = {
 }
 
 
-def implausible(magnitude: float, dim: Dim) -> str:
-    """Why an SI value is far outside its quantity's physical range, or "" (zero passes)."""
-    bounds = PLAUSIBLE.get(dim)
+def implausible(magnitude: float, dim: Dim, field: tuple[str, str] | None = None) -> str:
+    """Why an SI value is far outside its quantity's physical range, or "" (zero passes).
+    ``field`` is the range a field declares for itself (an efficiency: 0.001 to 1), which
+    replaces its dimension's."""
+    bounds = field or PLAUSIBLE.get(dim)
     if bounds is None or magnitude == 0:
         return ""
     low, high = (parse_quantity(b)[0] for b in bounds)
     if low <= abs(magnitude) <= high:
         return ""
-    return f"far outside the plausible range of {describe(dim).split(' such as')[0]} " + (
+    what = "this field" if field else describe(dim).split(" such as")[0]
+    return f"far outside the plausible range of {what} " + (
         f"({bounds[0]} to {bounds[1]}); computing anyway"
     )
 

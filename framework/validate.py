@@ -13,7 +13,7 @@ microbenchmarks (``stepwall calibrate``), so the error here is the model's, out 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,10 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
         for k in doc:
             if k not in raw:
                 raise SpecError(where, k, "unknown key", "description or [[row]] tables")
+        listed = raw.get("row", [])
+        if not isinstance(listed, list) or not listed:
+            problem = "no rows" if listed == [] else f"{listed!r} is not a list of tables"
+            raise SpecError(where, "row", problem, "[[row]] tables, each a published measurement")
         table: TableSpec = structure_options(TableSpec, raw, where)
         for i, given in enumerate(table.row):
             at = f"row[{i}]."
@@ -127,7 +131,11 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
             named = {("row_class" if k == "class" else k): v for k, v in given.items()}
             if "row_class" in given:
                 raise SpecError(where, at + "row_class", "unknown key", "class")
-            spec: RowSpec = structure_options(RowSpec, named, where, at)
+            try:
+                spec: RowSpec = structure_options(RowSpec, named, where, at)
+            except SpecError as e:  # the file says `class`, as the errors must
+                said = [x.replace("row_class", "class") for x in (e.key, e.problem, e.expected)]
+                raise SpecError(where, *said, why=e.why) from None
             if spec.id in seen:
                 raise SpecError(where, at + "id", f"{spec.id!r} is also {seen[spec.id]}",
                                 "a unique identifier")  # fmt: skip
@@ -162,9 +170,13 @@ def _measured(spec: RowSpec, where: str, at: str) -> float:
     return value / spec.divide_by
 
 
-def predict(rows: Sequence[Row], registry: Registry | None = None) -> list[Result]:
+def predict(
+    rows: Sequence[Row],
+    registry: Registry | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Result]:
     """Build each row's model (shapes are shared, so a table costs a few builds) and read
-    its metric."""
+    its metric; ``progress(done, total)`` after each row."""
     registry = registry or registries.default()
     out: list[Result] = []
     for row in rows:
@@ -192,6 +204,8 @@ def predict(rows: Sequence[Row], registry: Registry | None = None) -> list[Resul
             out.append(Result(row, math.nan, broken[0].line, filled, model))
         else:
             out.append(Result(row, value, "", filled, model))
+        if progress:
+            progress(len(out), len(rows))
     return out
 
 
@@ -214,17 +228,20 @@ def largest_feasible(model: Any, key: str, limit: int = 1 << 22) -> int:
 
 
 def summary(results: Sequence[Result]) -> dict[str, Any]:
-    """Median and worst |error| over all rows and per class (an infeasible row is the
-    worst there is: its error is infinite)."""
+    """Median and worst |error| over all rows and per class. An infeasible row has no
+    prediction: it is counted (``infeasible``) and left out of the median and the worst,
+    which are NaN where no row is feasible."""
 
     def stats(rs: Sequence[Result]) -> dict[str, Any]:
-        errs = [abs(r.error) if r.infeasible == "" else math.inf for r in rs]
-        worst = max(range(len(rs)), key=lambda i: errs[i])
+        ok = [r for r in rs if r.infeasible == ""]
+        errs = [abs(r.error) for r in ok]
+        worst = max(range(len(ok)), key=lambda i: errs[i], default=None)
         return {
             "rows": len(rs),
-            "median_abs_error": float(np.median(errs)),
-            "worst_abs_error": errs[worst],
-            "worst_row": rs[worst].row.spec.id,
+            "infeasible": len(rs) - len(ok),
+            "median_abs_error": float(np.median(errs)) if errs else math.nan,
+            "worst_abs_error": math.nan if worst is None else errs[worst],
+            "worst_row": "" if worst is None else ok[worst].row.spec.id,
             "within_15pct": sum(e <= 0.15 for e in errs),
         }
 
@@ -300,15 +317,21 @@ def text(results: Sequence[Result]) -> str:
     for r in results:
         if r.infeasible:
             out.append(f"{r.row.spec.id}: infeasible ({r.infeasible})")
+    if s["infeasible"]:
+        many = s["infeasible"] > 1
+        out.append(f"{s['infeasible']} infeasible row{'s have' if many else ' has'} no "
+                   "prediction: left out of the median, the worst and within 15%")  # fmt: skip
     return "\n".join(out) + "\n"
 
 
 def _summary_line(name: str, s: dict[str, Any]) -> str:
-    worst = s["worst_abs_error"]
-    shown = "infeasible" if not math.isfinite(worst) else f"{worst:.1%}"
+    median, worst = s["median_abs_error"], s["worst_abs_error"]
+    if not math.isfinite(worst):
+        return f"{name:<11} {s['rows']:>3} rows  none feasible"
     return (
-        f"{name:<11} {s['rows']:>3} rows  median |error| {s['median_abs_error']:.1%}  "
-        f"worst {shown} ({s['worst_row']})  within 15%: {s['within_15pct']}"
+        f"{name:<11} {s['rows']:>3} rows  median |error| {median:.1%}  "
+        f"worst {worst:.1%} ({s['worst_row']})  within 15%: {s['within_15pct']}"
+        + (f"  infeasible: {s['infeasible']}" if s["infeasible"] else "")
     )
 
 

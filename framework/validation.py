@@ -21,6 +21,7 @@ from stepwall.errors import SpecError, UnitError, did_you_mean
 from stepwall.fields import META_KEYS, KindSpec
 from stepwall.loader import (
     CATALOG_DIRS,
+    MAX_FROM_DEPTH,
     Flat,
     catalog_names,
     catalog_root,
@@ -119,7 +120,7 @@ def check_magnitude(
         if magnitude != int(magnitude):
             raise SpecError(where, key, f"{shown} is not a whole number", "an integer")
         return int(magnitude)
-    odd = implausible(magnitude, dim)
+    odd = implausible(magnitude, dim, meta.get("plausible"))
     if odd and warnings is not None:
         warnings.append(f"{where}:{key}: {shown} is {odd}")
     return magnitude
@@ -389,28 +390,37 @@ def _set_hint(key: str, flat: Flat) -> str:
     return f"an existing key such as {hint[0]}" if hint else "an existing key"
 
 
-def entry_section(path: Path, kinds: Kinds) -> str | None:
+def entry_section(path: Path, kinds: Kinds, folder: str = "scenarios") -> str | None:
     """Which catalog section a file is an entry of (models/hardware/clusters), or None for a
-    scenario: by its folder, its ``kind``, a ``scale_up`` table, or what it starts ``from``."""
-    own = flatten(read_toml(path), str(path))
-    section = {v: k for k, v in CATALOG_DIRS.items()}.get(path.parent.name)
-    if section is None and "kind" in own:
-        kind = own["kind"][0]
-        if not isinstance(kind, str):
-            raise SpecError(
-                str(path), "kind", f"{kind!r} is not a kind name", 'a string such as "gpu"'
-            )
-        owners = [s for (s, k) in kinds if k == kind and s in CATALOG_DIRS]
-        section = owners[0] if owners else None
-    if section is None and any(k.startswith("scale_up.") for k in own):
-        section = "cluster"
-    if section is None and isinstance(own.get("from", (None,))[0], str):
-        ref = own["from"][0]  # `from = "b300"`: the entry is of whatever kind b300 is
+    scenario: by its folder, its ``kind``, a ``scale_up`` table, or what its ``from`` chain
+    starts from (a catalog name or a path, followed as the loader follows it; a name of no
+    catalog entry is looked up in ``folder``, which its error names)."""
+    seen: set[Path] = set()
+    while path.resolve() not in seen and len(seen) < MAX_FROM_DEPTH:
+        seen.add(path.resolve())
+        own = flatten(read_toml(path), str(path))
+        section = {v: k for k, v in CATALOG_DIRS.items()}.get(path.parent.name)
+        if section is None and "kind" in own:
+            kind = own["kind"][0]
+            if not isinstance(kind, str):
+                raise SpecError(
+                    str(path), "kind", f"{kind!r} is not a kind name", 'a string such as "gpu"'
+                )
+            owners = [s for (s, k) in kinds if k == kind and s in CATALOG_DIRS]
+            section = owners[0] if owners else None
+        if section is None and any(k.startswith("scale_up.") for k in own):
+            section = "cluster"
+        ref = own.get("from", (None,))[0]
+        if section is not None or not isinstance(ref, str):
+            return section
+        # `from = "b300"`: the entry is of whatever kind b300 is; a path: of its file's kind
         found = [
             s for s, f in CATALOG_DIRS.items() if (catalog_root() / f / f"{ref}.toml").is_file()
         ]
-        section = found[0] if found else None
-    return section
+        if found:
+            return found[0]
+        path = find_spec_file(ref, folder, where=str(path), key="from", base=path.parent)
+    return None
 
 
 def check_file(ref: str | Path, kinds: Kinds) -> str:

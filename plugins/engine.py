@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.fields import KindSpec, flag, quantity
+from stepwall.fields import FACTOR, FRACTION, KindSpec, flag, quantity
 from stepwall.hookspecs import hookimpl
 from stepwall.laws import launch_time
 from stepwall.scenario import Scenario
@@ -46,6 +46,7 @@ class EngineSpec:
         "factor on host time and drafting (1 = as measured, 0.6 = a native engine)",
         latex=r"\nu",
         default=1.0,
+        plausible=FACTOR,
     )
     layer_kernels: int = quantity(
         "dimensionless",
@@ -62,6 +63,7 @@ class EngineSpec:
         minimum=0.0,
         inclusive=True,
         default=1.0,
+        plausible=FACTOR,
     )
     launch_overhead: float = _time(
         "host time per kernel launch (0 under CUDA graphs)", "t_{launch}"
@@ -74,6 +76,7 @@ class EngineSpec:
         latex=r"\eta_{eng}",
         maximum=1.0,
         default=None,
+        plausible=FRACTION,
     )
     memory_fraction: float = quantity(
         "dimensionless",
@@ -82,6 +85,7 @@ class EngineSpec:
         latex=r"f_{mem}",
         maximum=1.0,
         default=1.0,
+        plausible=FRACTION,
     )
     two_batch_overlap: bool = flag(
         "split each step into two micro-batches so one's communication hides under the "
@@ -95,6 +99,7 @@ class EngineSpec:
         inclusive=True,
         maximum=0.9,
         default=0.0,
+        plausible=(FRACTION[0], "0.9"),
     )
     overlap_shared_experts: bool = flag("run the shared experts on a side stream during dispatch")
     prefill_chunk: int = quantity(

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.fields import KindSpec, quantity
+from stepwall.fields import FRACTION, KindSpec, quantity
 from stepwall.hookspecs import hookimpl
 from stepwall.laws import FLOPS_PER_MAC, expected_distinct_experts, ffn_params, floor_time
 from stepwall.primitives import Primitive
@@ -36,7 +36,7 @@ PLUGIN = "gpu"
 
 
 def _fraction(doc: str, latex: str, **kw: Any) -> Any:
-    return quantity("dimensionless", doc, latex=latex, maximum=1.0, **kw)
+    return quantity("dimensionless", doc, latex=latex, maximum=1.0, plausible=FRACTION, **kw)
 
 
 def _floor(doc: str, latex: str) -> Any:

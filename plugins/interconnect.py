@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.fields import KindSpec, flag, quantity
+from stepwall.fields import FACTOR, KindSpec, flag, quantity
 from stepwall.hookspecs import hookimpl
 from stepwall.laws import (
     all_to_all,
@@ -69,6 +69,7 @@ class ScaleOut:
         minimum=1.0,
         inclusive=True,
         default=1.0,
+        plausible=("1", FACTOR[1]),
     )
 
 

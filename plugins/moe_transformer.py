@@ -380,6 +380,66 @@ def _at_most(
     return Constraint(name, small <= big, why, keys, PLUGIN)
 
 
+# MLA's dimensions, each ≥ 1 where `mla_params`, `mla_kv_bytes` and the score laws use them:
+# a zero would silently drop a projection (r_q = 0: no query at all) or the cached latent.
+MLA_DIMS = {
+    "q_lora_rank": "MLA projects queries through a latent of r_q ≥ 1 dimensions (q_a, q_b)",
+    "kv_lora_rank": "MLA caches a KV latent of r_kv ≥ 1 dimensions",
+    "qk_nope_head_dim": "each MLA head has d_nope ≥ 1 non-rotary query/key dimensions",
+    "qk_rope_head_dim": "MLA keys carry a decoupled rotary part of d_rope ≥ 1 dimensions",
+    "v_head_dim": "each MLA head has d_v ≥ 1 value dimensions",
+}
+
+
+def _architecture(m: Any, spec: Any) -> list[Constraint]:
+    """What the laws assume of the architecture itself, whatever the layout: layer subsets,
+    attention head grouping and MLA dimensions, the routing of MoE layers."""
+    has_moe = spec.n_experts > 0
+    out = [
+        _at_most("dense_layers_within_layers", m.n_dense_layers, m.n_layers,
+                 ("model.n_dense_layers", "model.n_layers"),
+                 "dense layers are a subset of the layers"),
+        # `attended`: L − L_w full layers, L_w at a window of W ≥ 1 tokens
+        _at_most("sliding_layers_within_layers", m.sliding_layers, m.n_layers,
+                 ("model.sliding_layers", "model.n_layers"),
+                 "sliding-window layers are a subset of the layers"),
+        # (parameters are positive symbols, so "L_w = 0 or W ≥ 1" is written W ≥ Min(L_w, 1))
+        Constraint("sliding_window_positive",
+                   m.sliding_window >= sp.Min(m.sliding_layers, 1),
+                   "a sliding-window layer attends to W ≥ 1 tokens; model.sliding_layers = 0 "
+                   "when no layer slides", ("model.sliding_window", "model.sliding_layers"),
+                   PLUGIN),
+        # `expected_distinct_experts` (top-k of E); a dense model (E = 0) routes to none
+        _at_most("top_k_within_experts", m.experts_per_token, m.n_experts,
+                 ("model.experts_per_token", "model.n_experts"),
+                 "a token picks its top-k among the routed experts"),
+    ]  # fmt: skip
+    if has_moe:
+        out.append(_at_most("top_k_at_least_one", 1, m.experts_per_token,
+                            ("model.experts_per_token",),
+                            "an MoE layer routes each token to at least one expert"))  # fmt: skip
+    else:  # the shared experts sit in MoE layers, which a dense model does not have
+        out.append(_at_most("shared_experts_need_moe", m.n_shared_experts, m.n_experts,
+                            ("model.n_shared_experts", "model.n_experts"),
+                            "shared experts belong to MoE layers; a dense model "
+                            "(model.n_experts = 0) has none"))  # fmt: skip
+    if spec.attention == "gqa":  # `gqa_params`, `gqa_kv_bytes`: H/H_kv query heads per KV head
+        out += [
+            _at_most("kv_heads_within_heads", m.n_kv_heads, m.n_heads,
+                     ("model.n_kv_heads", "model.n_heads"),
+                     "each KV head serves one or more query heads"),
+            Constraint("kv_heads_group_heads", sp.Eq(sp.Mod(m.n_heads, m.n_kv_heads), 0),
+                       "query heads form equal groups, one per KV head",
+                       ("model.n_kv_heads", "model.n_heads"), PLUGIN),
+        ]  # fmt: skip
+    else:
+        out += [
+            _at_most(f"mla_{name}_positive", 1, getattr(m, name), (f"model.{name}",), why)
+            for name, why in MLA_DIMS.items()
+        ]
+    return out
+
+
 @hookimpl
 def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
@@ -389,23 +449,21 @@ def stepwall_constraints(
     has_moe, gqa = spec.n_experts > 0, spec.attention == "gqa"
     slots = m.n_experts + layout.redundant_experts
     out = [
-        _at_most("dense_layers_within_layers", m.n_dense_layers, m.n_layers,
-                 ("model.n_dense_layers", "model.n_layers"),
-                 "dense layers are a subset of the layers"),
+        *_architecture(m, spec),
         _at_most("tp_within_dense_intermediate", tp, m.dense_intermediate,
                  ("parallel.tp", "model.dense_intermediate"),
                  "each TP rank holds at least one column of the dense FFN"),
     ]  # fmt: skip
     if has_moe:
         out += [
-            _at_most("top_k_within_experts", m.experts_per_token, m.n_experts,
-                     ("model.experts_per_token", "model.n_experts"),
-                     "a token picks its top-k among the routed experts"),
-            _at_most("top_k_at_least_one", 1, m.experts_per_token, ("model.experts_per_token",),
-                     "an MoE layer routes each token to at least one expert"),
             _at_most("ep_within_experts", ep, slots,
                      ("parallel.ep", "model.n_experts", "parallel.redundant_experts"),
                      "each EP rank holds at least one expert"),
+            _at_most("redundant_within_ranks", layout.redundant_experts,
+                     m.n_experts * (ep - 1),
+                     ("parallel.redundant_experts", "model.n_experts", "parallel.ep"),
+                     "a replica goes to another EP rank, so each rank holds an expert at most "
+                     "once: R ≤ E·(ep − 1)"),
             _at_most("tp_within_expert_intermediate", tp, m.expert_intermediate,
                      ("parallel.tp", "model.expert_intermediate"),
                      "each TP rank holds at least one column of every expert"),

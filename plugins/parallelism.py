@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.fields import KindSpec, flag, quantity
+from stepwall.fields import FACTOR, KindSpec, flag, quantity
 from stepwall.hookspecs import hookimpl
 from stepwall.scenario import Scenario
 from stepwall.terms import Constraint, Decoding, Layout, Workload
@@ -38,6 +38,7 @@ class Parallel:
         minimum=1.0,
         inclusive=True,
         default=1.0,
+        plausible=("1", FACTOR[1]),
     )
     redundant_experts: int = quantity(
         "dimensionless",

@@ -94,6 +94,7 @@ class ClusterSpec:
         minimum=1.0,
         inclusive=True,
         default=None,
+        plausible=("1", "10"),
     )
 
 

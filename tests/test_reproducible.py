@@ -45,8 +45,12 @@ def test_svg_ids_do_not_carry_float_bits() -> None:
     assert not re.search(rb'id="[a-zA-Z]+[0-9a-f]{10}"', svg), "a hashed id survived"
     for name in ids:  # every renamed element is referenced as #name
         assert b"#" + name in svg
+
     # the same picture with other hashes (another CPU's last bits) renames to the same bytes
-    other = re.sub(rb"(p|m)id(\d+)", lambda m: m.group(1) + b"%010x" % (0xABC0000000 + int(m.group(2))), svg)  # fmt: skip
+    def rehash(m: re.Match[bytes]) -> bytes:
+        return m.group(1) + b"%010x" % (0xABC0000000 + int(m.group(2)))
+
+    other = re.sub(rb"(p|m)id(\d+)", rehash, svg)
     assert other != svg
     assert stable_svg_ids(other) == svg
 

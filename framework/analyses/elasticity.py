@@ -21,6 +21,7 @@ from stepwall.analyses.result import Derivation
 from stepwall.errors import SpecError
 from stepwall.options import option
 from stepwall.symbols import is_constant
+from stepwall.terminal import visible
 from stepwall.units import TIME
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def _run(model: StepModel, o: ElasticityOptions, context: Context) -> list[Deriv
 
 def _text(results: Sequence[Derivation]) -> str:
     lines = [
-        f"elasticities of {results[0].details['metric']} [{results[0].scenario}]",
+        f"elasticities of {results[0].details['metric']} [{visible(results[0].scenario)}]",
         f"  definition  {results[0].definition}",
     ]
     lines += [f"  {d.value:+.4f}  {d.key}" for d in results if d.value]

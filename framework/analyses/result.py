@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from stepwall.terminal import visible
+
 if TYPE_CHECKING:
     import sympy as sp
 
@@ -120,7 +122,7 @@ class Derivation:
         val = "none" if self.value is None else f"{self.value:.6g}"
         feas = "none" if self.feasible_value is None else f"{self.feasible_value:g}"
         lines = [
-            f"{self.kind} {self.key}  [{self.scenario}]",
+            f"{self.kind} {self.key}  [{visible(self.scenario)}]",
             f"  value          {val}   (feasible: {feas})",
             f"  closed form    {self.closed_form}",
         ]

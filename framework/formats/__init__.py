@@ -23,6 +23,7 @@ import attrs
 
 from stepwall.errors import SpecError
 from stepwall.hookspecs import hookimpl
+from stepwall.terminal import visible
 
 __all__ = ["Column", "Format", "Table", "format_for", "write_json"]
 
@@ -37,7 +38,8 @@ class Column:
 
     @property
     def header(self) -> str:
-        return f"{self.name} [{self.unit}]" if self.unit else self.name
+        """The name and unit as printed (control characters made `visible`)."""
+        return visible(f"{self.name} [{self.unit}]" if self.unit else self.name)
 
 
 @attrs.frozen
@@ -99,7 +101,7 @@ def _short(v: Any, kind: str) -> str:
     if kind == "bool":
         return "yes" if v else "no"
     if kind == "text" or isinstance(v, str):
-        return str(v)
+        return visible(str(v))
     return f"{float(v):.6g}"
 
 
@@ -208,7 +210,7 @@ def _csv_cell(x: Any, kind: str) -> str:
 
 
 def _csv_text(x: Any) -> str:
-    s = str(x)
+    s = visible(str(x))
     return '"' + s.replace('"', '""') + '"' if any(ch in s for ch in ',"\n') else s
 
 

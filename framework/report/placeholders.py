@@ -52,6 +52,34 @@ def unit_scale(unit: str, metric: str, where: str, key: str) -> float:
     return scale
 
 
+MAX_WIDTH, MAX_PRECISION = 200, 50  # a format's width and digits: more is a typo or an attack
+_SPEC = re.compile(r"(?:.?[<>=^])?[+\- ]?z?#?0?(\d*)[,_]?(?:\.(\d+))?[a-zA-Z%]?")
+
+
+def formatted(value: Any, spec: str, where: str, key: str) -> str:
+    """`fmt`, with a format spec that does not apply to ``value`` a `SpecError`."""
+    check_format(spec, where, key)
+    try:
+        return fmt(value, spec)
+    except (ValueError, TypeError) as e:
+        kind = "text" if isinstance(value, str) else "a number"
+        raise SpecError(where, key, f"format {spec!r} cannot show {kind}: {e}",
+                        "a format such as .1f, ,.0f, .2e or .0%") from None  # fmt: skip
+
+
+def check_format(spec: str, where: str, key: str) -> None:
+    """A format spec that is not a Python format, or wider than `MAX_WIDTH` or more precise
+    than `MAX_PRECISION`, is a `SpecError` (checked before any work)."""
+    m = _SPEC.fullmatch(spec)
+    width, digits = (int(g) if g else 0 for g in (m.groups() if m else ("", "")))
+    if m is None or width > MAX_WIDTH or digits > MAX_PRECISION:
+        what = ("is not a format" if m is None else f"asks for width {width}"
+                if width > MAX_WIDTH else f"asks for precision {digits}")  # fmt: skip
+        raise SpecError(where, key, f"format {spec!r} {what}",
+                        f"a Python format such as .1f or >8,.0f, width at most {MAX_WIDTH} "
+                        f"and precision at most {MAX_PRECISION}")  # fmt: skip
+
+
 def fmt(value: Any, spec: str) -> str:
     if isinstance(value, str):
         return format(value, spec) if spec else value
@@ -118,12 +146,21 @@ _FUNCS: dict[str, Callable[..., Any]] = {
     "ceil": math.ceil,
     "floor": math.floor,
 }
+
+
+def _power(a: Any, b: Any) -> Any:
+    out = a**b
+    if isinstance(out, complex):
+        raise ValueError("a negative number to a fractional power is not a real number")
+    return out
+
+
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
     ast.Mult: lambda a, b: a * b,
     ast.Div: lambda a, b: a / b,
-    ast.Pow: lambda a, b: a**b,
+    ast.Pow: _power,
 }
 _CMPS: dict[type, Callable[[Any, Any], bool]] = {
     ast.Lt: lambda a, b: a < b,
@@ -157,7 +194,7 @@ def evaluate_expression(text: str, ns: Namespace, where: str, key: str) -> Any:
 
     def ev(node: ast.AST) -> Any:
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str):
-            return node.value
+            return _real(node.value)
         if isinstance(node, ast.Name | ast.Attribute):
             path = dotted(node)
             if path is None:
@@ -176,12 +213,13 @@ def evaluate_expression(text: str, ns: Namespace, where: str, key: str) -> Any:
             and node.func.id in _FUNCS
             and not node.keywords
         ):
-            return _FUNCS[node.func.id](*(ev(a) for a in node.args))
+            return _real(_FUNCS[node.func.id](*(ev(a) for a in node.args)))
         if isinstance(node, ast.Subscript):
             inner: ast.expr = node
             labels: list[Any] = []
-            while isinstance(inner, ast.Subscript):
-                labels.insert(0, ev(inner.slice))
+            while isinstance(inner, ast.Subscript):  # a literal label as written: t[8] is "8"
+                given = inner.slice
+                labels.insert(0, given.value if isinstance(given, ast.Constant) else ev(given))
                 inner = inner.value
             name = dotted(inner)
             if name not in ns.tables or len(labels) != 2:
@@ -216,22 +254,49 @@ def evaluate_expression(text: str, ns: Namespace, where: str, key: str) -> Any:
         return ev(tree.body)
     except ZeroDivisionError:
         raise SpecError(where, key, f"placeholder {{{text}}} divides by zero") from None
+    except OverflowError:
+        raise SpecError(where, key, f"placeholder {{{text}}} exceeds the range of a number",
+                        "values within ±1.8e308 (a 64-bit float)") from None  # fmt: skip
+    except (ValueError, TypeError) as e:
+        raise SpecError(where, key, f"placeholder {{{text}}} cannot be computed: {e}") from None
+    except RecursionError:
+        raise SpecError(where, key, f"placeholder {{{text[:40]}…}} nests too deep",
+                        "a flatter expression") from None  # fmt: skip
 
 
-_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+def _real(value: Any) -> Any:
+    """Numbers are floats (constant work per operation: no 10**10**10 as an exact integer,
+    no text repeated a billion times); text and booleans stay."""
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+_TOKEN = re.compile(r"\{([^{}]*)\}|[{}]")  # a placeholder, or a brace that opens or closes none
 _FORMAT = re.compile(r":([<>^]?[+-]?[#0]?\d*[,_]?(?:\.\d+)?[a-zA-Z%]?)$")
+MAX_PLACEHOLDER = 1000  # characters in one placeholder; the shipped reports use at most ~300
 
 
 def fill(text: str, ns: Namespace, where: str, key: str) -> str:
-    """Replace each ``{expr[ as unit][:format]}``; ``{{`` and ``}}`` are literal braces."""
+    """Replace each ``{expr[ as unit][:format]}``; ``{{`` and ``}}`` are literal braces, and
+    a brace that opens or closes no placeholder is an error."""
     text = text.replace("{{", "\x00").replace("}}", "\x01")
 
     def one(m: re.Match[str]) -> str:
+        if m.group(1) is None or not m.group(1).strip():
+            shown = text[m.start() : m.start() + 40].split("\n")[0].translate(_LITERAL)
+            problem = (f"placeholder {shown!r} is not closed" if m.group(0) == "{" else
+                       f"{shown[:1]!r} closes no placeholder" if m.group(0) == "}" else
+                       "placeholder {} is empty")  # fmt: skip
+            raise SpecError(where, key, problem, "{EXPR} or {EXPR:FORMAT}; {{ and }} for "
+                            "literal braces")  # fmt: skip
         body = m.group(1)
+        if len(body) > MAX_PLACEHOLDER:
+            raise SpecError(where, key, f"placeholder {{{body[:40]}…}} is longer than "
+                            f"{MAX_PLACEHOLDER} characters", "a shorter expression")  # fmt: skip
         spec = ""
         f = _FORMAT.search(body)
         if f:
             body, spec = body[: f.start()], f.group(1)
+            check_format(spec, where, key)  # the limits, before any work
         scale = 1.0
         expr, sep, unit = body.rpartition(" as ")
         if sep:
@@ -254,7 +319,10 @@ def fill(text: str, ns: Namespace, where: str, key: str) -> str:
             return "yes" if value else "no"
         if not isinstance(value, str):
             value = float(value) / scale
-        return fmt(value, spec)
+        return formatted(value, spec, where, key)
 
-    out = _PLACEHOLDER.sub(one, text)
-    return out.replace("\x00", "{").replace("\x01", "}")
+    out = _TOKEN.sub(one, text)
+    return out.translate(_LITERAL)
+
+
+_LITERAL = str.maketrans({"\x00": "{", "\x01": "}"})

@@ -34,6 +34,7 @@ from stepwall.registry import Registry
 from stepwall.report.blocks import BlockKind
 from stepwall.report.placeholders import Infeasible, Namespace, fill
 from stepwall.sweep import metric_names, pick, run_sweep
+from stepwall.terminal import visible
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FEASIBLE, VIOLATION = "__feasible__", "__violation__"
@@ -278,7 +279,7 @@ class Report:
         for i in range(len(parsed)):
             lines += [*rendered[i], ""]
         lines += self._provenance()
-        return "\n".join(lines).rstrip() + "\n"
+        return visible("\n".join(lines).rstrip(), lines=True) + "\n"
 
     def _provenance(self) -> list[str]:
         files, software = provenance(self.files, self._display, self.registry,

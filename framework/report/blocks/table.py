@@ -12,7 +12,8 @@ import attrs
 from stepwall.compiled import DIAGNOSTIC_METRICS
 from stepwall.options import option
 from stepwall.report.blocks import BlockKind
-from stepwall.report.placeholders import Infeasible, csv_number, fill, fmt, unit_scale
+from stepwall.report.placeholders import Infeasible, csv_number, fill, formatted, unit_scale
+from stepwall.terminal import visible
 
 if TYPE_CHECKING:
     from stepwall.report.render import Report
@@ -115,6 +116,7 @@ def render(report: Report, o: TableOptions, at: str) -> list[str]:
             alias = x.get("alias") or x["scenario"]
             model = report.alias(alias, at + "scenario")
             metric = report.metric(model, x.get("metric"), at + "metric")
+            formatted(1.0, x.get("format") or "", report.where, at + "format")  # before the work
             vals, ms = need.setdefault((alias, x.get("key")), ([], []))
             if x.get("key") and x["value"] not in vals:
                 vals.append(x["value"])
@@ -144,7 +146,8 @@ def render(report: Report, o: TableOptions, at: str) -> list[str]:
                         f"({reasons[r['label']]})"
                     )
                     continue
-            shown[r["label"]][c["label"]] = fmt(v, x.get("format") or "")
+            shown[r["label"]][c["label"]] = formatted(v, x.get("format") or "", report.where,
+                                                      at + "format")  # fmt: skip
     report.ns.tables[o.id] = grid
     head = [o.corner, *(c["label"] + _unit_suffix(c) for c in cols)]
     lines = []
@@ -161,11 +164,11 @@ def render(report: Report, o: TableOptions, at: str) -> list[str]:
         lines += ["", fill(o.caption.strip(), report.ns, report.where, at + "caption")]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(head)
+    w.writerow([visible(h) for h in head])
     for r in rows:
         cells = shown[r["label"]]
         w.writerow([
-            r["label"],
+            visible(r["label"]),
             *(INFEASIBLE if cells[c["label"]] == INFEASIBLE
               else csv_number(grid[r["label"]][c["label"]]) for c in cols),
         ])  # fmt: skip
