@@ -78,6 +78,8 @@ ZERO_UNIT = {TIME: "us", BANDWIDTH: "GB/s", COMPUTE_RATE: "TFLOP/s", INFORMATION
 SINGULAR = 1e-6  # smallest/largest singular value of the column-normalized Jacobian
 AT_BOUND = 1e-6  # a fitted value this close to a bound (in units of its scale) is on it
 TINY = 1e-300  # a law's time is clipped here before the log
+MAX_ROWS = 100_000  # rows in one data file: the shipped tables have ~160; a fit is O(rows)
+MAX_DATA_BYTES = 64 << 20  # bytes of one data file (a device or endless pipe stops here)
 
 
 # ---------------------------------------------------------------- the spec entry
@@ -96,27 +98,28 @@ class Entry:
         return path.removeprefix(self.section + ".")
 
 
-def find_entry(ref: str, base: Path | None = None) -> Path:
+def find_entry(ref: str, manifest: Path | None = None) -> Path:
     """A hardware or cluster catalog name (``b200``, ``hgx-b200-ib``) or a file path (relative
-    to ``base``, else the working folder) -> the file."""
+    to the ``manifest`` that names it, else the working folder) -> the file."""
+    base = manifest.parent if manifest is not None else None
     root = base or Path.cwd()
     if "/" in ref or ref.endswith(".toml") or root.joinpath(ref).exists():
-        return find_spec_file(ref, "hardware", where=str(base or ref), key="spec" if base else "",
-                              base=base)  # fmt: skip
+        return find_spec_file(ref, "hardware", where=str(manifest or ref),
+                              key="spec" if manifest else "", base=base)  # fmt: skip
     for folder in ("hardware", "clusters"):
         candidate = catalog_root() / folder / f"{ref}.toml"
         if candidate.is_file():
             return candidate
     names = catalog_names("hardware") + catalog_names("clusters")
-    raise SpecError(str(base) if base else "calibrate", "spec" if base else "SPEC",
+    raise SpecError(str(manifest) if manifest else "calibrate", "spec" if manifest else "SPEC",
                     f"no hardware or cluster entry named {ref!r}{did_you_mean(ref, names)}",
                     f"a file path or one of: {', '.join(names)}")  # fmt: skip
 
 
-def load_entry(ref: str | Path, kinds: Kinds, *, base: Path | None = None,
+def load_entry(ref: str | Path, kinds: Kinds, *, manifest: Path | None = None,
                section: str | None = None) -> Entry:  # fmt: skip
     """Read and validate a hardware or cluster entry (following its ``from`` chain)."""
-    path = (ref if isinstance(ref, Path) else find_entry(ref, base)).resolve()
+    path = (ref if isinstance(ref, Path) else find_entry(ref, manifest)).resolve()
     section = section or entry_section(path, kinds, "hardware")
     if section not in SECTIONS:
         what = f"a {section} entry" if section else "a scenario"
@@ -234,13 +237,17 @@ def read_data(path: Path, primitives: Mapping[str, Primitive], section: str) -> 
     """Read and check a CSV of measurements of primitives of ``section``'s fields."""
     where = str(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw = f.read(MAX_DATA_BYTES + 1)
     except IsADirectoryError:
         raise SpecError(where, "", "is a folder", "a CSV file") from None
     except FileNotFoundError:
         raise SpecError(where, "", "not found", "a CSV file") from None
     except OSError as e:
         raise SpecError(where, "", f"cannot read file: {e.strerror}") from None
+    if len(raw) > MAX_DATA_BYTES:
+        raise SpecError(where, "", f"is larger than {MAX_DATA_BYTES >> 20} MiB",
+                        f"a CSV table of at most {MAX_ROWS:,} measurements")  # fmt: skip
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -255,7 +262,13 @@ def read_data(path: Path, primitives: Mapping[str, Primitive], section: str) -> 
             found = ", ".join(c.strip() for c in header)
             raise SpecError(where, "header", f"no {name!r} column (columns: {found})",
                             "primitive, its size columns, time [UNIT], source")  # fmt: skip
-    cells = [(reader.line_num, r) for r in reader if any(c.strip() for c in r)]
+    cells = []
+    for r in reader:
+        if any(c.strip() for c in r):
+            cells.append((reader.line_num, r))
+            if len(cells) > MAX_ROWS:
+                raise SpecError(where, f"line {reader.line_num}", f"more than {MAX_ROWS:,} rows",
+                                f"at most {MAX_ROWS:,} measurements in one file")  # fmt: skip
     mine = sorted(n for n, p in primitives.items() if _applies(p, section))
     factors: dict[str, float] = {"time": _unit_factor(columns, "time", TIME, where)}
     rows = []
@@ -286,6 +299,9 @@ def read_data(path: Path, primitives: Mapping[str, Primitive], section: str) -> 
             if col not in factors:
                 factors[col] = _unit_factor(columns, col, dim, where)
             value = _number(cell(col), where, f"{at}, {col}", f"a size > 0; {_needs(prim)}")
+            if dim.dimensionless and not value.is_integer():  # a count: tokens, GPUs, heads
+                raise SpecError(where, f"{at}, {col}", f"{cell(col)} is not a whole number",
+                                f"a count; {_needs(prim)}")  # fmt: skip
             numbers[col] = value * factors[col]
         texts = {}
         for col, allowed in prim.texts.items():
@@ -585,7 +601,8 @@ def _unidentifiable(jac: Array, fields: Sequence[str]) -> dict[str, str]:
     zero = [f for f, n in zip(fields, norms, strict=True) if n <= 1e-10 * top or n == 0]
     if zero:
         return {f: "no point's time depends on it" for f in zero}
-    _, s, vt = np.linalg.svd(jac / norms, full_matrices=True)  # rows past the points: null
+    # fewer points than fields: vt's rows past the points span the null space (U stays small)
+    _, s, vt = np.linalg.svd(jac / norms, full_matrices=len(jac) < len(fields))
     smallest = s[-1] if len(s) == len(fields) else 0.0
     if smallest > SINGULAR * s[0]:
         return {}
@@ -1001,6 +1018,13 @@ def read_manifest(path: Path) -> Manifest:
     if not isinstance(data, list) or not data or not all(isinstance(d, str) for d in data):
         raise SpecError(where, "data", "missing or not a list of file names",
                         'CSV files beside the manifest, e.g. data = ["b200-gemm.csv"]')  # fmt: skip
+    twice = next((d for i, d in enumerate(data) if d in data[:i]), None)
+    if twice is not None:
+        raise SpecError(where, "data", f"{twice!r} is listed twice",
+                        "each table once; a copy is not another measurement")  # fmt: skip
+    for key in ("description", "source"):
+        if key in doc and not isinstance(doc[key], str):
+            raise SpecError(where, key, f"{doc[key]!r} is not text", "a string")
     fields = doc.get("fit", [])
     if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
         raise SpecError(where, "fit", "not a list of field names",
@@ -1027,6 +1051,9 @@ def manifests_in(refs: Sequence[str]) -> tuple[list[Path], str]:
             out.append(p)
         else:
             raise SpecError(ref, "", "not found", "a calibration manifest or a folder of them")
+        resolved = [q.resolve() for q in out]
+        if len(set(resolved)) < len(resolved):
+            raise SpecError(ref, "", "names a manifest given already", "each manifest once")
     return out, ", ".join(refs)
 
 
@@ -1036,7 +1063,13 @@ def calibrate(entry: Entry, data: Sequence[Path], registry: Any,
     """Read the tables (rows that repeat another left out, with a ``warn`` line), build the
     problem and fit it."""
     primitives = registry.primitives
-    files, repeated = distinct([read_data(p, primitives, entry.section) for p in data])
+    tables: list[DataFile] = []
+    for p in data:
+        tables.append(read_data(p, primitives, entry.section))
+        if sum(len(t.rows) for t in tables) > MAX_ROWS:
+            raise SpecError(str(p), "", f"brings the data to more than {MAX_ROWS:,} rows",
+                            f"at most {MAX_ROWS:,} measurements in all")  # fmt: skip
+    files, repeated = distinct(tables)
     if repeated and warn is not None:
         left = sum(len(f.rows) for f in files)
         warn([f"{repeated} rows repeat another row exactly (primitive, sizes, time) and count "
@@ -1072,7 +1105,7 @@ def check(refs: Sequence[str], registry: Any) -> tuple[list[str], int]:
     drifted = total = 0
     for path in paths:
         m = read_manifest(path)
-        entry = load_entry(m.spec, registry.kinds, base=path.parent)
+        entry = load_entry(m.spec, registry.kinds, manifest=path)
         result = calibrate(entry, m.data, registry, m.fit, str(path))
         spec = shown_path(str(entry.path))
         bad = []
@@ -1189,6 +1222,14 @@ def run_cli(ns: Any, registry: Any, warn: Callable[[Sequence[str]], None]) -> in
         raise SpecError("calibrate", "--fit", "names no field",
                         "FIELD[,FIELD…], e.g. --fit hbm_efficiency,kernel_floor")  # fmt: skip
     requested = [f.strip() for item in ns.fit for f in item.split(",") if f.strip()]
+    tables: dict[Path, str] = {}
+    for d in ns.data:
+        if not d:
+            raise SpecError("calibrate", "--data", "'' is not a file", "--data FILE.csv")
+        same = tables.setdefault(Path(d).resolve(), d)
+        if same != d or ns.data.count(d) > 1:
+            raise SpecError("--data", d, f"the same file as --data {same}",
+                            "each table once; a copy is not another measurement")  # fmt: skip
     result = calibrate(entry, [Path(d) for d in ns.data], registry, requested, warn=warn)
     svg = plot_svg(result) if plot is not None else None
     if target is not None:

@@ -258,12 +258,15 @@ def _expr_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
 def cmd_expr(ns: argparse.Namespace, registry: Registry) -> int:
     import sympy as sp
 
+    from stepwall.analyses.common import check_key
     from stepwall.symbols import latex_names
 
     model = _load(ns, registry)
     if not ns.allow_infeasible:
         model.check()
     free = [model.parameter(key, "--free") for key in ns.free]
+    for sym in free:
+        check_key(model, sym, "--free")  # its value decides the terms: it cannot stay symbolic
     expr = model.substituted(model.step_time, free)
     if ns.latex:
         print(sp.latex(expr, symbol_names=latex_names([expr])))
@@ -325,7 +328,7 @@ def cmd_derive(ns: argparse.Namespace, registry: Registry) -> int:
     for name in positional:
         if given.get(name) is None:
             raise SpecError("derive", ns.what, f"needs a {name.upper()}", "e.g. parallel.tp")
-    context = Context(registry, lambda ref, _name: _load(ns, registry, ref))
+    context = Context(registry, lambda ref, _name: _load(ns, registry, ref), ns.allow_infeasible)
     results = run(analysis, model, given, context, "derive", "--")
     if not analysis.many and model.scenario.ranges:  # a root over the ranges' box: an interval
         from stepwall.ranges import root_interval
@@ -722,6 +725,7 @@ engine values come from primitive microbenchmarks: stepwall calibrate), so these
 out of sample. --max-median and --max-worst make it a gate (exit 1 when exceeded). A row
 whose configuration breaks a constraint is listed as infeasible, with no error: it is left out
 of the median and the worst (a line says how many), and --max-worst fails on it.
+A run takes at most 1,000 rows (each builds a model), each table once.
 
 examples:
   stepwall validate                                   # the shipped tables
@@ -785,6 +789,8 @@ def cmd_validate(ns: argparse.Namespace, registry: Registry) -> int:
             what = ("is a folder" if p.is_dir() else
                     "is not a regular file" if p.exists() else "not found")  # fmt: skip
             raise SpecError(str(p), "", what, "a validation table (.toml)")
+        if [q.resolve() for q in paths].count(p.resolve()) > 1:
+            raise SpecError(str(p), "", "is given twice", "each table once")
     rows = validate.load_rows(paths)  # every table has rows (or is refused)
     known = {r.spec.id for r in rows}
     for i in ns.ids:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from stepwall.errors import shown_path
+from stepwall.errors import SpecError, env_flag, shown_path
 
 if TYPE_CHECKING:
     from stepwall.constraints import Violation
@@ -80,6 +80,21 @@ METRIC_UNITS = {
 # Energy and cost (`stepwall.economics`): NaN where the specs do not state board power, PUE
 # or price. Unknown, not infeasible: left out of the feasibility check, null in eval --json.
 OPTIONAL_METRICS = frozenset({"joules_per_token", "tokens_per_s_per_mw", "usd_per_million_tokens"})
+# metrics where less is better; every other metric is maximised
+MINIMIZE = frozenset(
+    {
+        "step_time_s",
+        "ttft_s",
+        "request_s",
+        "joules_per_token",
+        "usd_per_million_tokens",
+        "memory_bytes_per_gpu",
+        "weight_bytes_per_gpu",
+        "kv_bytes_per_gpu",
+        "gpus",
+        "pd_prefill_gpus",
+    }
+)
 # Metrics that describe a configuration rather than its performance: meaningful even where it
 # is infeasible (they say why: 527 GB resident of 275 GB usable). The others are withheld there.
 DIAGNOSTIC_METRICS = frozenset(
@@ -337,10 +352,13 @@ def _math_namespace(code: Any) -> dict[str, Any] | None:
 
 def cache_dir() -> Path | None:
     """Where compiled models are kept, or None when the cache is off."""
-    if os.environ.get("STEPWALL_NO_CACHE"):
+    if env_flag("STEPWALL_NO_CACHE"):
         return None
     explicit = os.environ.get("STEPWALL_CACHE_DIR")
     if explicit:
+        if Path(explicit).exists() and not Path(explicit).is_dir():
+            raise SpecError("STEPWALL_CACHE_DIR", "", f"{explicit} is not a folder",
+                            "a folder for compiled models, or STEPWALL_NO_CACHE=1")  # fmt: skip
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "stepwall"
@@ -505,7 +523,7 @@ def code_identity(registry: Registry | None = None) -> list[Any] | None:
     builtin = importlib.util.find_spec("stepwall.plugins")
     folders = {here} | ({Path(builtin.origin).parent} if builtin and builtin.origin else set())
     out: list[Any] = [sys.implementation.cache_tag, sys.version]
-    if not os.environ.get(DISABLE_ENV):
+    if not env_flag(DISABLE_ENV):
         for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)):
             out.append((ep.name, ep.value, ep.dist.version if ep.dist else ""))
             try:

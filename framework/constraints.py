@@ -169,7 +169,7 @@ def _blamed(model: StepModel, c: Constraint) -> str:
     constraint's first (a plugin default nobody wrote down is the last thing to blame)."""
     stated, keys = model.scenario.provenance, c.keys
     held = sorted(s.name for s in c.relation.free_symbols if isinstance(s, sp.Symbol))
-    on_command_line = [k for k in (*keys, *held) if stated.get(k) == "--set"]
+    on_command_line = [k for k in (*keys, *held) if stated.get(k) in ("--set", "--at")]
     in_a_file = [k for k in keys if k in stated]
     return (on_command_line or in_a_file or list(keys))[0]
 

@@ -25,6 +25,20 @@ def did_you_mean(word: str, choices: Iterable[str], *, prefix: str = "", quote: 
     return f"; did you mean {name!r}?" if quote else f"; did you mean {name}?"
 
 
+FLAG_VALUES = {"": False, "0": False, "false": False, "no": False, "off": False,
+               "1": True, "true": True, "yes": True, "on": True}  # fmt: skip
+
+
+def env_flag(name: str) -> bool:
+    """Whether the environment variable ``name`` turns its switch on: unset, empty, 0, false,
+    no or off is off; 1, true, yes or on is on; anything else is an error (not a guess)."""
+    value = os.environ.get(name, "")
+    if value.strip().lower() not in FLAG_VALUES:
+        raise SpecError(name, "", f"{value!r} is not a switch",
+                        f"{name}=1 to turn it on, 0 or unset for off")  # fmt: skip
+    return FLAG_VALUES[value.strip().lower()]
+
+
 class StepwallError(Exception):
     """Base of every error stepwall raises on purpose (bad input, bad plugin)."""
 

@@ -27,6 +27,10 @@ CATALOG_DIRS = {
 
 Flat = dict[str, tuple[Any, str]]  # dotted key -> (value, file it came from)
 
+# What each catalog folder holds, as a reference to it is described in errors.
+FOLDER_KINDS = {**{f: s for s, f in CATALOG_DIRS.items()}, "scenarios": "scenario",
+                "reports": "report"}  # fmt: skip
+
 
 def catalog_root() -> Path:
     return Path(str(resources.files("stepwall.specs")))
@@ -77,20 +81,44 @@ def find_spec_file(
     )
 
 
+def a_kind(kind: str) -> str:
+    """``"a model"``, ``"an engine"``."""
+    return f"{'an' if kind[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {kind}"
+
+
+def same_kind(path: Path, folder: str, where: str, key: str) -> Path:
+    """``path``, unless the catalog keeps it among specs of another kind than ``folder``'s (a
+    hardware file given as a scenario, a ``from`` naming a model file): then an error at
+    ``where``:``key``, or at ``path`` itself when ``key`` is empty."""
+    home = path.resolve().parent
+    if home.parent != catalog_root().resolve() or home.name == folder:
+        return path
+    kind, wanted = FOLDER_KINDS.get(home.name, home.name), FOLDER_KINDS.get(folder, folder)
+    problem = f"is {a_kind(kind)} file"
+    if not key:
+        raise SpecError(str(path), "", problem, f"a {wanted} file or name")
+    raise SpecError(where, key, f"{path.name} {problem}", f"a {wanted} file or name")
+
+
 MAX_NESTING = 32  # tables within tables: specs need 3 levels; deeper is a mistake or an attack
+MAX_SPEC_BYTES = 8 * 2**20  # specs are a few KB; a larger file is not one (a log, an image)
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """A spec file's TOML; a one-line error when it is missing, empty, not UTF-8, not TOML
-    or nested absurdly deep."""
+    """A spec file's TOML; a one-line error when it is missing, empty, too large, not UTF-8,
+    not TOML or nested absurdly deep."""
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
     except IsADirectoryError:
         raise SpecError(str(path), "", "is a folder", "a TOML file") from None
     except FileNotFoundError:
         raise SpecError(str(path), "", "not found", "a TOML file") from None
     except OSError as e:
         raise SpecError(str(path), "", f"cannot read file: {e.strerror}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(str(path), "", f"is larger than {MAX_SPEC_BYTES >> 20} MiB",
+                        "a TOML spec of a few KB")  # fmt: skip
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -167,7 +195,8 @@ def load_flat(path: Path, folder: str, stack: tuple[Path, ...]) -> Flat:
             raise SpecError(str(path), "from", f"the from chain is longer than {MAX_FROM_DEPTH} "
                             "files", f"at most {MAX_FROM_DEPTH} files from a spec to its "
                             "first base")  # fmt: skip
-        path = find_spec_file(parent[0], folder, where=str(path), key="from", base=path.parent)
+        found = find_spec_file(parent[0], folder, where=str(path), key="from", base=path.parent)
+        path = same_kind(found, folder, str(path), "from")
     merged = chain.pop()
     while chain:
         merged = _over(merged, chain.pop())
@@ -206,6 +235,7 @@ def expand_references(flat: Flat, stack: tuple[Path, ...]) -> tuple[Flat, dict[s
         if isinstance(value, dict):
             continue
         found = find_spec_file(value, folder, where=origin, key=key, base=Path(origin).parent)
+        same_kind(found, folder, origin, key)
         files[section] = str(found)
         entry = load_flat(found, folder, stack)
         overrides = {k: v for k, v in out.items() if k.startswith(section + ".")}
@@ -239,9 +269,12 @@ def read_scenario(ref: str) -> tuple[Path, Flat]:
                     "e.g. model=deepseek-v3-fp8,hardware=h200,cluster=hgx-h200-ib"
                 )
                 raise SpecError(INLINE, key or part, "not a catalog reference", expect)
+            if key in flat:
+                raise SpecError(INLINE, key, "given twice", f"one {key}=NAME")
             flat[key] = (value, INLINE)
         return Path(INLINE), flat
     path = find_spec_file(ref, "scenarios", where="scenario", key="", base=Path.cwd())
+    same_kind(path, "scenarios", "", "")
     return path, load_flat(path, "scenarios", ())
 
 
@@ -252,6 +285,10 @@ def parse_set(assignment: str) -> tuple[str, Any]:
     if not sep or not key:
         raise SpecError("--set", assignment, "not an assignment", "KEY=VALUE, e.g. parallel.tp=16")
     raw = raw.strip()
+    if "\n" in raw or "\r" in raw:  # TOML would read the first line and drop the rest
+        raise SpecError("--set", key, "the value spans more than one line", "one value")
+    if _depth(raw) > MAX_NESTING:
+        raise SpecError("--set", key, f"nests more than {MAX_NESTING} deep", "one value")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:

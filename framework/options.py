@@ -74,6 +74,9 @@ def structure_options(cls: type, given: Mapping[str, Any], where: str, prefix: s
     for name, f in fields.items():
         if name not in given and f.default is attrs.NOTHING:
             raise SpecError(where, f"{prefix}{name}", "missing", f.metadata.get("doc", "a value"))
+    for name, value in given.items():  # cattrs would read "ab" as ["a", "b"]
+        _check_shape(value, _base(fields[name].type), where, f"{prefix}{name}",
+                     _expected(fields[name]))  # fmt: skip
     try:
         obj: Any = _converter.structure(dict(given), cls)
     except cattrs.BaseValidationError as e:
@@ -87,6 +90,24 @@ def structure_options(cls: type, given: Mapping[str, Any], where: str, prefix: s
             raise SpecError(where, f"{prefix}{name}", f"{value!r} is not allowed{dym}",
                             f"one of: {', '.join(allowed)}")  # fmt: skip
     return obj
+
+
+def _check_shape(value: Any, tp: Any, where: str, key: str, expected: str) -> None:
+    """A list where the type is a sequence, a table where it is a mapping (and each item of a
+    list of tables a table): what cattrs would iterate or index instead of refusing."""
+    origin = typing.get_origin(tp)
+    if value is None or origin not in (list, tuple, dict):
+        return
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SpecError(where, key, f"{value!r} is not a table", expected)
+        return
+    if not isinstance(value, list | tuple):
+        raise SpecError(where, key, f"{value!r} is not a list", expected)
+    item = next(iter(typing.get_args(tp)), None)
+    if typing.get_origin(item) is dict:
+        for i, v in enumerate(value):
+            _check_shape(v, item, where, f"{key}[{i}]", expected)
 
 
 def _first(error: cattrs.BaseValidationError) -> tuple[str, str]:
@@ -125,7 +146,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, .
         if f.name in skip:
             continue
         meta, tp = f.metadata, _base(f.type)
-        kw: dict[str, Any] = {"help": meta.get("doc", ""), "default": argparse.SUPPRESS}
+        doc = meta.get("doc", "").replace("%", "%%")  # argparse %-formats a help line
+        kw: dict[str, Any] = {"help": doc, "default": argparse.SUPPRESS}
         if meta.get("metavar"):
             kw["metavar"] = meta["metavar"]
         if meta.get("choices"):

@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from stepwall.errors import env_flag
+
 _HEADER = struct.Struct("<iQ")  # job index (-1: could not), payload length
 
 
@@ -31,7 +33,7 @@ def helper_available() -> bool:
     """Whether a helper process would run beside this one: a second core, and fork from a
     process with one thread (forking beside other threads may copy a lock one of them
     holds: in a notebook or a server stepwall stays in its own process)."""
-    if not hasattr(os, "fork") or os.environ.get("STEPWALL_NO_FORK"):
+    if not hasattr(os, "fork") or env_flag("STEPWALL_NO_FORK"):
         return False
     if threading.active_count() > 1:
         return False

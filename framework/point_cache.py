@@ -21,10 +21,11 @@ point) returns None and the full path runs.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from stepwall.errors import env_flag
 
 if TYPE_CHECKING:
     from stepwall.compiled import CompiledModel
@@ -114,7 +115,7 @@ def _lookup(k: str) -> Mapping[str, Any] | None:
 def run(argv: Sequence[str]) -> int | None:
     """``stepwall eval ARGV`` from the cache: the exit code, or None to take the full path."""
     parsed = parse(argv)
-    if parsed is None or os.environ.get("STEPWALL_NO_CACHE"):
+    if parsed is None or env_flag("STEPWALL_NO_CACHE"):
         return None
     ref, sets, fmt = parsed
     k = key(ref, sets)

@@ -203,13 +203,15 @@ def same_shape(
     return True
 
 
-def at_point(model: StepModel, values: Mapping[str, float]) -> StepModel:
-    """The same model with some parameters (by path) at other values (a corner of a box)."""
+def at_point(model: StepModel, values: Mapping[str, float], origin: str = "") -> StepModel:
+    """The same model with some parameters (by path) at other values (a corner of a box);
+    ``origin`` (``--at``) becomes where those values came from, which errors name."""
     sc = model.scenario
     new = dict(sc.values)
     for path, v in values.items():
         new[sc.by_path[path]] = float(v)
-    return attrs.evolve(model, scenario=attrs.evolve(sc, values=new))
+    stated = {**sc.provenance, **dict.fromkeys(values, origin)} if origin else sc.provenance
+    return attrs.evolve(model, scenario=attrs.evolve(sc, values=new, provenance=stated))
 
 
 # ---------------------------------------------------------------- interval arithmetic

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
-import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,7 @@ import attrs
 import pluggy
 
 from stepwall import hookspecs
-from stepwall.errors import DimensionError, PluginError, StepwallError
+from stepwall.errors import DimensionError, PluginError, StepwallError, env_flag
 from stepwall.fields import KindSpec, combined
 from stepwall.hookspecs import DISABLE_ENV, ENTRY_POINT_GROUP
 
@@ -428,7 +427,7 @@ def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registr
     except pluggy.PluginValidationError as e:
         raise PluginError(f"plugin {e.plugin!r}: {e}") from None
     if autoload is None:
-        autoload = not os.environ.get(DISABLE_ENV)
+        autoload = not env_flag(DISABLE_ENV)
     problems: dict[str, str] = {}
     lenient: set[str] = set()
     if autoload:

@@ -46,28 +46,14 @@ from typing import Any
 import attrs
 import numpy as np
 
-from stepwall.compiled import METRIC_UNITS, METRICS, OPTIONAL_METRICS, CompiledModel
+from stepwall.compiled import METRIC_UNITS, METRICS, MINIMIZE, OPTIONAL_METRICS, CompiledModel
 from stepwall.errors import SpecError, UnitError, did_you_mean
+from stepwall.loader import INLINE
 from stepwall.terminal import visible
 from stepwall.units import parse_quantity, parse_unit
 
 CHUNK = 65_536
 MAX_GPUS = 65_536  # GPUs in one deployment (--gpus)
-# metrics where less is better; every other metric is maximised
-MINIMIZE = frozenset(
-    {
-        "step_time_s",
-        "ttft_s",
-        "request_s",
-        "joules_per_token",
-        "usd_per_million_tokens",
-        "memory_bytes_per_gpu",
-        "weight_bytes_per_gpu",
-        "kv_bytes_per_gpu",
-        "gpus",
-        "pd_prefill_gpus",
-    }
-)
 DEFAULT_BATCH = (
     1,
     2,
@@ -329,7 +315,7 @@ def plan_search(
     """Check everything and compile one model per variant: all but the evaluation."""
     from stepwall import registry as registries
     from stepwall.compiled import compile_scenario
-    from stepwall.sweep import axis_values, check_points
+    from stepwall.sweep import MAX_VALUES, axis_values, check_points
     from stepwall.validation import load_scenario
 
     registry = registry or registries.default()
@@ -349,8 +335,34 @@ def plan_search(
         raise SpecError(
             "search", "--workload", f"{workload!r} is not searched", "serving or decode"
         )
-    if min(isl, osl) < 1:
-        raise SpecError("search", "--isl/--osl", "must be at least 1 token", "e.g. 1024")
+    for flag, tokens in (("--isl", isl), ("--osl", osl)):
+        if tokens < 1:
+            raise SpecError("search", flag, f"{tokens} tokens per request", "at least 1, e.g. 1024")
+    for flag, given in (("--batch", batch), ("--gpus", gpus)):
+        if len(given) > MAX_VALUES:
+            raise SpecError("search", flag, f"{len(given):,} values",
+                            f"at most {MAX_VALUES:,} on one axis")  # fmt: skip
+    if not decoding:
+        raise SpecError("search", "--decoding", "names no decoding kind",
+                        "KIND[,KIND…], e.g. autoregressive,mtp")  # fmt: skip
+    twice = next((k for i, k in enumerate(decoding) if k in decoding[:i]), None)
+    if twice is not None:
+        raise SpecError("--decoding", twice, "is given twice", "each decoding kind once")
+    pairs = list(zip(hardware, list(clusters) * len(hardware) if len(clusters) == 1 else clusters,
+                     strict=True))  # fmt: skip
+    twice_pair = next((p for i, p in enumerate(pairs) if p in pairs[:i]), None)
+    if twice_pair is not None:
+        raise SpecError("--hardware", twice_pair[0], f"is given twice on {twice_pair[1]}",
+                        "each hardware and cluster pair once")  # fmt: skip
+    for flag, keys in (("--set", [a.partition("=")[0].strip() for a in sets]),
+                       ("--vary", [k for k, _ in vary])):  # fmt: skip
+        for k in keys:
+            if k == "decoding.kind":
+                raise SpecError(flag, k, "is searched", "--decoding KIND[,KIND…]")
+            if k.startswith("decoding.") and set(decoding) == {"autoregressive"}:
+                raise SpecError(flag, k, "is a setting of no searched decoding kind "
+                                "(autoregressive has none)", "--decoding with a kind that has "
+                                "it, e.g. --decoding autoregressive,mtp")  # fmt: skip
     if any(b < 1 for b in batch) or not batch:
         raise SpecError("search", "--batch", "users per rank must be at least 1", "e.g. 1..2048:x2")
     if any(n < 1 for n in gpus):
@@ -359,8 +371,10 @@ def plan_search(
         raise SpecError("search", "--gpus", f"{max(gpus):,} GPUs in one deployment",
                         f"at most {MAX_GPUS:,}")  # fmt: skip
     check_consistent(spec.where, "--where")
-    for t in spec.targets:
+    for i, t in enumerate(spec.targets):
         check_consistent([*spec.where, t], "--at")
+        if any((t.metric, t.op, t.value) == (u.metric, u.op, u.value) for u in spec.targets[:i]):
+            raise SpecError("--at", t.text, "is given twice", "each target once")
     set_keys = {s.partition("=")[0].strip() for s in sets}
     for k, _ in vary:
         if k in LAYOUT_KEYS:
@@ -406,6 +420,12 @@ def plan_search(
                     raise SpecError("--vary", e.key, e.problem, e.expected) from None
                 if e.where == "--set" and e.key == "decoding.kind" and e.key not in set_keys:
                     raise SpecError("--decoding", kind, e.problem, e.expected) from None
+                named = {"model": ("MODEL", model), "hardware": ("--hardware", opt.hardware),
+                         "cluster": ("--cluster", opt.cluster),
+                         "engine": ("--engine", engine)}  # fmt: skip
+                if e.where == INLINE and e.key in named:  # a name given on the command line
+                    flag, ref_given = named[e.key]
+                    raise SpecError(flag, ref_given, e.problem, e.expected) from None
                 raise
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
@@ -692,6 +712,8 @@ def run_search(
     frontier and the best points; with ``spread``, also how the ranking at each target moves
     when efficiencies move (`robustness`: two more passes over the space, which ``progress``
     counts too)."""
+    if not 0 <= spread < 1:
+        raise SpecError("search", "--spread", f"{spread} is not a fraction", "0 ≤ F < 1")
     passes = 3 if spread and plan.spec.targets else 1
     tick = _pass(progress, 0, passes)
     result = describe(plan, evaluate(plan, chunk=chunk, progress=tick, client=client))
@@ -1033,7 +1055,8 @@ def empty_error(result: Result) -> SpecError | None:
         return SpecError("search", "", f"none of {n} gives finite metrics",
                          why="check the spec values")  # fmt: skip
     return SpecError("search", "", f"none of {n} is feasible; the constraint that fails most "
-                     f"often is {worst} ({messages[worst]}), at {result.failed[worst]:,}",
+                     f"often is {worst} ({messages[worst]}): {result.failed[worst]:,} of them "
+                     "fail it",
                      why="widen --gpus or --batch, or another --hardware/--cluster")  # fmt: skip
 
 
@@ -1404,7 +1427,7 @@ def add_arguments(p: Any) -> None:
     )
     p.add_argument(
         "--engine",
-        default="",
+        default=None,
         metavar="E",
         help="engine profile (catalog name, e.g. trtllm; default: the plugin's)",
     )
@@ -1579,8 +1602,8 @@ def run_cli(ns: Any, registry: Any) -> int:
         raise SpecError("search", "--workers", f"{ns.workers} worker processes", "at least 1")
     if ns.workers is not None and not (ns.dask or ns.scheduler):
         raise SpecError("search", "--workers", "has no effect without --dask", "--dask --workers N")
-    if not 0 <= ns.spread < 1:
-        raise SpecError("search", "--spread", f"{ns.spread} is not a fraction", "0 ≤ F < 1")
+    if ns.engine is not None and not ns.engine.strip():  # not "the plugin's default"
+        raise SpecError("search", "--engine", "'' names no engine", "a catalog name, e.g. trtllm")
     targets = tuple(parse_condition(t, "--at") for t in ns.at)
     where = [parse_condition(w, "--where") for w in ns.where]
     if ns.ttft:
@@ -1604,12 +1627,20 @@ def run_cli(ns: Any, registry: Any) -> int:
             ns.output, suffixes=(".json", ".csv", ".md", ".parquet", ".svg"), streams=False
         )  # the suffix picks the format
     plot_target = output.file_target(ns.plot, "--plot", (".svg",)) if ns.plot is not None else None
+    suffix = {"json": ".json", "csv": ".csv", "markdown": ".md"}.get(ns.format or "", "")
+    if target is not None and ns.format is not None and Path(str(target)).suffix != suffix:
+        raise SpecError("search", "--format", f"{ns.format} does not go with -o {ns.output} "
+                        "(its suffix picks the format)", "one or the other")  # fmt: skip
+    same = target is not None and plot_target is not None and (
+        Path(str(target)).resolve() == Path(str(plot_target)).resolve())  # fmt: skip
+    if same:
+        raise SpecError("--plot", ns.plot, "is the -o file too", "another file for the chart")
     plan = plan_search(
         ns.model,
         hardware,
         clusters,
         gpus=_ints(ns.gpus, "--gpus") if ns.gpus is not None else (),
-        engine=ns.engine,
+        engine=ns.engine or "",
         workload=ns.workload,
         isl=ns.isl,
         osl=ns.osl,

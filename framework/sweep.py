@@ -131,7 +131,7 @@ def check_points(n: float, where: str, narrow: str) -> None:
                         why=f"limit {MAX_POINTS:.0e}; {narrow}")  # fmt: skip
 
 
-_BY = re.compile(r"^(?:x(?P<factor>.+)|(?P<n>\d+)(?P<kind>log|lin)|(?P<step>.+))$")
+_BY = re.compile(r"^(?:x(?P<factor>.+)|(?P<n>.*?)(?P<kind>log|lin)|(?P<step>.+))$")
 
 
 def parse_span(key: str, text: str, flag: str = "--vary") -> Span:
@@ -140,7 +140,9 @@ def parse_span(key: str, text: str, flag: str = "--vary") -> Span:
     where = f"{key}={text}" if key else text
     expect = "LO..HI, LO..HI:STEP, LO..HI:xFACTOR or LO..HI:Nlog / Nlin, e.g. 1..256:x2"
     lo_text, _, rest = text.strip().partition("..")
-    hi_text, _, by_text = rest.partition(":")
+    hi_text, colon, by_text = rest.partition(":")
+    if colon and not by_text.strip():
+        raise SpecError(flag, where, "nothing follows ':'", expect)
     try:
         lo, unit = split_quantity(lo_text.strip())
         hi, hi_unit = split_quantity(hi_text.strip())
@@ -164,13 +166,13 @@ def parse_span(key: str, text: str, flag: str = "--vary") -> Span:
         if not factor > 1 or lo <= 0:
             raise SpecError(flag, where, "a factor range needs LO > 0 and a factor > 1",
                             "e.g. 1..256:x2")  # fmt: skip
-        return Span(text, lo, hi, unit, "factor", factor, flag)
-    if b["n"]:
-        n = int(b["n"])
+        return Span(where, lo, hi, unit, "factor", factor, flag)
+    if b["kind"]:
+        n = int(b["n"]) if b["n"].isdigit() else 0  # a count: digits only
         if n < 2 or (b["kind"] == "log" and lo <= 0):
-            raise SpecError(flag, where, f"{by_text!r} needs at least 2 points (and LO > 0 "
-                            "for log spacing)", "e.g. 1..4096:20log")  # fmt: skip
-        return Span(text, lo, hi, unit, b["kind"], n, flag)
+            raise SpecError(flag, where, f"{by_text!r} needs at least 2 points, a whole number "
+                            "(and LO > 0 for log spacing)", "e.g. 1..4096:20log")  # fmt: skip
+        return Span(where, lo, hi, unit, b["kind"], n, flag)
     try:
         step, step_unit = split_quantity(b["step"].strip())
         step_scale, step_dim = parse_unit(step_unit) if step_unit else (scale, dim)
@@ -182,7 +184,7 @@ def parse_span(key: str, text: str, flag: str = "--vary") -> Span:
     step = step * step_scale / scale
     if not (math.isfinite(step) and step > 0):
         raise SpecError(flag, where, "the step must be positive", expect)
-    return Span(text, lo, hi, unit, "step", step, flag)
+    return Span(where, lo, hi, unit, "step", step, flag)
 
 
 def parse_vary(text: str) -> tuple[str, list[Any] | Span]:

@@ -13,6 +13,7 @@ microbenchmarks (``stepwall calibrate``), so the error here is the model's, out 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ CLASSES = {
     "dense": "dense and small-expert models (not DeepSeek-shaped)",
     "other": "anything else",
 }
+
+
+MAX_ROWS = 1000  # rows in the tables of one run: the shipped ones have 25; each costs a model
 
 
 @attrs.frozen
@@ -123,6 +127,9 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
         if not isinstance(listed, list) or not listed:
             problem = "no rows" if listed == [] else f"{listed!r} is not a list of tables"
             raise SpecError(where, "row", problem, "[[row]] tables, each a published measurement")
+        if len(rows) + len(listed) > MAX_ROWS:  # each row builds and evaluates a model
+            raise SpecError(where, f"row[{MAX_ROWS - len(rows)}]", f"more than {MAX_ROWS:,} rows "
+                            "in the tables", f"at most {MAX_ROWS:,} measurements")  # fmt: skip
         table: TableSpec = structure_options(TableSpec, raw, where)
         for i, given in enumerate(table.row):
             at = f"row[{i}]."
@@ -136,6 +143,16 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
             except SpecError as e:  # the file says `class`, as the errors must
                 said = [x.replace("row_class", "class") for x in (e.key, e.problem, e.expected)]
                 raise SpecError(where, *said, why=e.why) from None
+            for key in ("id", "source", "url"):
+                if not getattr(spec, key).strip():
+                    raise SpecError(where, at + key, "is empty", _expected(key))
+            if spec.date and not re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", spec.date):
+                raise SpecError(where, at + "date", f"{spec.date!r} is not a date",
+                                _expected("date"))  # fmt: skip
+            keys = [a.partition("=")[0].strip() for a in spec.set]
+            twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+            if twice is not None:
+                raise SpecError(where, at + "set", f"{twice} is set twice", "each key once")
             if spec.id in seen:
                 raise SpecError(where, at + "id", f"{spec.id!r} is also {seen[spec.id]}",
                                 "a unique identifier")  # fmt: skip
@@ -146,6 +163,11 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
     return rows
 
 
+def _expected(key: str) -> str:
+    """What a row's ``key`` holds, from its declaration."""
+    return str(attrs.fields_dict(RowSpec)[key].metadata.get("doc", "a value"))
+
+
 def _measured(spec: RowSpec, where: str, at: str) -> float:
     if spec.metric not in METRICS and not spec.metric.startswith(("term.", "group.")):
         raise SpecError(where, at + "metric", f"unknown metric {spec.metric!r}"
@@ -154,7 +176,7 @@ def _measured(spec: RowSpec, where: str, at: str) -> float:
     unit = metric_unit(spec.metric)
     try:
         value, dim = parse_quantity(spec.measured)
-        _, want = parse_unit(unit or "1")
+        _, want = parse_unit(unit)
     except UnitError as e:
         raise SpecError(where, at + "measured", str(e), 'a value and unit, e.g. "5393 tokens/s"'
                         ) from None  # fmt: skip
@@ -162,7 +184,8 @@ def _measured(spec: RowSpec, where: str, at: str) -> float:
         raise SpecError(where, at + "measured", f"{spec.measured!r} is not a {want} quantity",
                         f"a value in {unit or 'no unit'}, as {spec.metric} is")  # fmt: skip
     if not math.isfinite(value) or value <= 0:
-        raise SpecError(where, at + "measured", f"{spec.measured!r} is not positive",
+        what = "positive" if math.isfinite(value) else "a finite number"
+        raise SpecError(where, at + "measured", f"{spec.measured!r} is not {what}",
                         "a positive measured value")  # fmt: skip
     if not math.isfinite(spec.divide_by) or spec.divide_by <= 0:
         raise SpecError(where, at + "divide_by", f"{spec.divide_by} is not positive",
@@ -183,9 +206,10 @@ def predict(
         try:
             model = build_model(row.scenario, row.spec.set, registry)
         except SpecError as e:
-            loc = e.key if e.where == "--set" else f"{e.where}:{e.key}"
-            raise SpecError(str(row.origin), f"row[{row.index}]", f"{loc}: {e.problem}",
-                            e.expected) from None  # fmt: skip
+            given = e.where == "--set"  # one of the row's overrides
+            loc = e.key if given else f"{e.where}:{e.key}" if e.key else e.where
+            raise SpecError(str(row.origin), f"row[{row.index}]" + (".set" if given else ""),
+                            f"{loc}: {e.problem}", e.expected) from None  # fmt: skip
         names = metric_names(model)
         if row.spec.metric not in names:
             raise SpecError(str(row.origin), f"row[{row.index}].metric",

@@ -23,6 +23,7 @@ from stepwall.loader import (
     CATALOG_DIRS,
     MAX_FROM_DEPTH,
     Flat,
+    a_kind,
     catalog_names,
     catalog_root,
     expand_references,
@@ -158,7 +159,8 @@ def structure_section(
             )
         if name in META_KEYS:
             if name == "sources" and not (
-                isinstance(value, dict) and all(k in fields for k in value)
+                isinstance(value, dict)
+                and all(k in fields and isinstance(v, str) for k, v in value.items())
             ):
                 raise SpecError(
                     where,
@@ -166,6 +168,12 @@ def structure_section(
                     "sources must map field names to text",
                     f"keys among: {', '.join(sorted(fields))}",
                 )
+            if name == "source" and not isinstance(value, str):
+                raise SpecError(where, full, f"{value!r} is not text", "a citation string")
+            if name == "from":  # followed at a file's top and in catalog sections, else ignored
+                tables = "], [".join(CATALOG_DIRS)
+                raise SpecError(where, full, f"{section} cannot start from another spec",
+                                f"from in [{tables}] or at a file's top")  # fmt: skip
             continue
         data[name] = check_value(fields[name], value, where, full, warnings, ranges)
     for name, f in fields.items():
@@ -277,6 +285,15 @@ def _structure_all(
             continue
         spec = _spec_for(section, kind, named_in or home, kinds)
         where = files.get(section) or files.get(section.split(".")[0]) or home
+        if not named_in:  # a key of another kind of the section: its `kind =` is missing
+            names = {f.name for f in attrs.fields(spec.fields)} | set(META_KEYS)
+            others = {f.name for (s, _), o in kinds.items() if s == section
+                      for f in attrs.fields(o.fields)}  # fmt: skip
+            stray = next((k for k in raw if k not in names and k in others), None)
+            if stray is not None:
+                listed = _kinds_list(kinds, section)
+                raise SpecError(raw[stray][1], f"{section}.kind", f"missing, and the default "
+                                f"kind {kind!r} takes no {stray}", listed)  # fmt: skip
         obj, vals = structure_section(section, spec, raw, where, warnings, ranges)
         structured[section] = obj
         values.update(vals)
@@ -313,6 +330,11 @@ def _renamed(flat: Flat, warnings: list[str]) -> Flat:
 def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Scenario:
     """Read, merge, override and validate a scenario (a catalog name or a file path)."""
     sets = tuple(sets)
+    given = Path(str(ref))
+    entry = entry_section(given, kinds) if given.is_file() else None
+    if entry is not None:  # e.g. a hardware file outside the catalog, given as a scenario
+        raise SpecError(str(given), "", f"is {a_kind(entry)} entry, not a scenario",
+                        "a scenario naming model, hardware and cluster")  # fmt: skip
     path, flat = read_scenario(str(ref))
     flat, files = expand_references(flat, (path.resolve(),))
     renames: list[str] = []
@@ -407,7 +429,12 @@ def entry_section(path: Path, kinds: Kinds, folder: str = "scenarios") -> str | 
                     str(path), "kind", f"{kind!r} is not a kind name", 'a string such as "gpu"'
                 )
             owners = [s for (s, k) in kinds if k == kind and s in CATALOG_DIRS]
-            section = owners[0] if owners else None
+            if not owners:  # not a scenario either: a scenario has no top-level kind
+                names = sorted({k for (s, k) in kinds if s in CATALOG_DIRS})
+                dym = did_you_mean(kind, names)
+                raise SpecError(str(path), "kind", f"no plugin provides an entry of kind "
+                                f"{kind!r}{dym}", f"one of: {', '.join(names)}")  # fmt: skip
+            section = owners[0]
         if section is None and any(k.startswith("scale_up.") for k in own):
             section = "cluster"
         ref = own.get("from", (None,))[0]

@@ -4,7 +4,6 @@ coverage, and the docs page regenerated from it."""
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from pathlib import Path
 
@@ -124,16 +123,20 @@ def test_duplicate_ids_are_refused(tmp_path, capsys):
     assert "row[1].id" in err and "also" in err
 
 
-def test_an_infeasible_row_is_the_worst(tmp_path, capsys):
+def test_an_infeasible_row_has_no_prediction_and_no_error(tmp_path, capsys):
+    """A row whose configuration cannot run is listed as infeasible, with the constraint, and
+    left out of the summary: no error figure (never an infinite one) stands for it."""
     text = ROW.format(id="a", measured="100 tokens/s") + '\nset = ["parallel.tp=1"]\n'
     text = text.replace('scenario = "gptoss-h100-tp8"', 'scenario = "dsv3-h200-tp8-prefill"')
     text = text.replace("tokens_per_s_per_user", "tokens_per_s_per_gpu")
     assert main(["validate", str(_table(tmp_path, text)), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["rows"][0]["predicted"] is None and "memory" in doc["rows"][0]["infeasible"]
-    assert doc["summary"]["worst_abs_error"] is None or not math.isfinite(
-        doc["summary"]["worst_abs_error"]
-    )
+    assert doc["summary"]["worst_abs_error"] is None
+    assert doc["summary"]["median_abs_error"] is None
+    assert main(["validate", str(_table(tmp_path, text))]) == 0
+    out = capsys.readouterr().out
+    assert "inf%" not in out and "infeasible" in out
 
 
 # ---------------------------------------------------------------- the shipped table

@@ -57,6 +57,7 @@ class Context:
 
     registry: Registry
     model_of: Callable[[str, str], StepModel]  # (reference, option name) -> model
+    allow_infeasible: bool = False  # analyses at a point the options move (--at) check it
 
 
 def _many_text(results: Sequence[Derivation]) -> str:

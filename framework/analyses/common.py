@@ -31,7 +31,7 @@ import sympy as sp
 
 from stepwall.analyses.result import Derivation
 from stepwall.analyses.roots import exact_roots
-from stepwall.compiled import METRICS
+from stepwall.compiled import METRICS, MINIMIZE
 from stepwall.errors import SpecError
 from stepwall.printer import compile_function
 from stepwall.symbols import rebuild
@@ -243,10 +243,11 @@ def value(model: StepModel, path: str, default: float = 1.0) -> float:
         return default
 
 
-def check_key(model: StepModel, sym: sp.Symbol) -> None:
+def check_key(model: StepModel, sym: sp.Symbol, where: str = "derive") -> None:
+    """Refuse a structural key (one whose value decides the terms) as a symbol to keep."""
     if sym.name in model.structural_keys:
         raise SpecError(
-            "derive",
+            where,
             sym.name,
             "decides which terms the model has (a plugin reads its value while building it): "
             "the step time is not one expression in it",
@@ -308,13 +309,14 @@ def constraint_masks(
     model: StepModel, sym: sp.Symbol, x: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, np.ndarray]]]:
     """Along ``x``: where the ordering constraints hold, where all hold, and each ordering
-    constraint's own mask (divisibility needs whole values: it is left to ``all``)."""
+    constraint's own mask (divisibility in ``sym`` needs whole values: it is left to ``all``;
+    one that ``sym`` does not enter holds or fails all along, like an ordering one)."""
     ev = model.evaluate({sym: x})
     order = np.ones(x.shape, dtype=bool)
     each = []
     for c in model.constraints:
         holds = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), x.shape)
-        if not c.relation.has(sp.Mod):
+        if not c.relation.has(sp.Mod) or sym not in c.relation.free_symbols:
             order &= holds
             each.append((c.name, holds))
     every = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), x.shape)
@@ -324,8 +326,11 @@ def constraint_masks(
 def feasible_region(model: StepModel, sym: sp.Symbol, lo: float, hi: float) -> Region:
     """The part of [lo, hi] where the constraints hold (see `Region`)."""
     integer = is_integer_key(model, sym)
-    if integer and hi - lo <= 200_000:
-        x = np.arange(math.ceil(lo), math.floor(hi) + 1, dtype=float)
+    if integer:  # every whole value up to 200 000 above lo, whole values of a grid beyond
+        top = min(math.floor(hi), math.ceil(lo) + 200_000)
+        x = np.arange(math.ceil(lo), top + 1, dtype=float)
+        if top < hi:
+            x = np.unique(np.concatenate([x, np.round(scan_grid(top, hi, 2000))]))
     else:
         x = scan_grid(lo, hi, 2000)
     order, every, each = constraint_masks(model, sym, x)
@@ -365,6 +370,8 @@ def feasible(
 ) -> tuple[int | None, str]:
     """The smallest whole value ≥ ``value`` where every constraint holds; None and why when
     there is none."""
+    if value is not None and region.empty:
+        return None, f"no {sym.name} satisfies every constraint"
     if value is None or not math.isfinite(value) or region.whole is None:
         return None, ""
     above = region.whole[region.whole >= value - 1e-9]
@@ -432,4 +439,6 @@ def no_answer(kind: str, model: StepModel, key: str, why: str) -> Derivation:
 
 
 def minimize_sense(metric: str) -> bool:
-    return metric.endswith("_s") or "bytes" in metric
+    """Whether smaller is better (a time, bytes, GPUs, joules or dollars per token: the
+    metrics in `MINIMIZE`, as search ranks them); a throughput is better larger."""
+    return metric in MINIMIZE

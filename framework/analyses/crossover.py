@@ -27,6 +27,7 @@ from stepwall.analyses.common import (
 )
 from stepwall.analyses.result import Derivation, Equation
 from stepwall.analyses.roots import closed_for
+from stepwall.errors import SpecError
 from stepwall.options import option
 from stepwall.symbols import is_constant, rebuild
 
@@ -104,12 +105,22 @@ def crossover(
         "feasible_region": {n1: r1.describe(key), n2: r2.describe(key)},
         "infeasible_crossings": dropped,
     }
+    if r1.empty or r2.empty:  # one side holds nowhere along the axis: nothing to compare
+        why = f"no feasible {key}: {n1}: {r1.describe(key)}; {n2}: {r2.describe(key)}"
+        return Derivation(
+            "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
+        )
     if not roots and dropped:
         why = (
             f"the metrics cross only where a constraint fails (x = "
             f"{', '.join(f'{d:.4g}' for d in dropped)}): {n1}: {r1.describe(key)}; "
             f"{n2}: {r2.describe(key)}"
         )
+        return Derivation(
+            "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
+        )
+    if not roots and not np.any(dv):
+        why = f"{metric} is the same for both over the whole range [{lo:g}, {hi:g}]: no crossing"
         return Derivation(
             "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
         )
@@ -227,6 +238,8 @@ class CrossoverOptions(AnalysisOptions):
 
 
 def _run(model: StepModel, o: CrossoverOptions, context: Context) -> Derivation:
+    if not o.against.strip():
+        raise SpecError("derive", "--against", "is empty", "the other scenario: a name or a path")
     return crossover(model, context.model_of(o.against, "against"), o.key, o.metric, o.symbolic)
 
 

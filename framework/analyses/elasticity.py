@@ -20,9 +20,11 @@ from stepwall.analyses.common import (
 from stepwall.analyses.result import Derivation
 from stepwall.errors import SpecError
 from stepwall.options import option
+from stepwall.ranges import at_point
 from stepwall.symbols import is_constant
 from stepwall.terminal import visible
 from stepwall.units import TIME
+from stepwall.validation import check_magnitude
 
 if TYPE_CHECKING:
     from stepwall.model import StepModel
@@ -96,12 +98,20 @@ def _run(model: StepModel, o: ElasticityOptions, context: Context) -> list[Deriv
     at: dict[str, float] = {}
     for item in o.at:
         k, sep, v = item.partition("=")
+        k = k.strip()
         if not sep:
             raise SpecError("--at", item, "missing '='", "KEY=VALUE")
+        if k in at:
+            raise SpecError("--at", k, "given twice", "each KEY once")
         try:
-            at[k.strip()] = float(v)
+            x = float(v)
         except ValueError:
             raise SpecError("--at", k, f"{v!r} is not a number", "KEY=SI value") from None
+        field = model.scenario.field(parameter(model, k).name)
+        at[k] = x if field is None else check_magnitude(field, x, field.metadata["dim"],
+                                                        v.strip(), "--at", k)  # fmt: skip
+    if at and not context.allow_infeasible:
+        at_point(model, at, "--at").check()  # the point moved: its constraints must hold
     return elasticity(model, o.metric, at, o.symbolic)
 
 

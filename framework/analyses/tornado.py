@@ -76,6 +76,10 @@ def tornado(
     if spread:
         given = {r.path for r in ranged}
         ranged += [r for r in spread_inputs(model, metric, spread) if r.path not in given]
+    if not ranged and spread:
+        raise SpecError("derive", "--spread", f"±{spread:g} moves no continuous parameter that "
+                        f"{metric} depends on", "a metric such as step_time_s, or a larger "
+                        "spread")  # fmt: skip
     if not ranged:
         raise SpecError("derive", "tornado", "the scenario has no ranged values",
                         'a range such as --set engine.memory_efficiency="0.6..0.8", or '

@@ -201,7 +201,11 @@ def evaluate_expression(text: str, ns: Namespace, where: str, key: str) -> Any:
                 raise SpecError(where, key, f"cannot read {ast.unparse(node)!r}")
             return ns.get(path, where, key)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+            left, right = ev(node.left), ev(node.right)
+            out = _BINOPS[type(node.op)](left, right)
+            if _infinite(out) and not (_infinite(left) or _infinite(right)):
+                raise OverflowError  # 1e308 * 10: past the range, not a number
+            return out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
             v = ev(node.operand)
             return -v if isinstance(node.op, ast.USub) else v
@@ -264,12 +268,18 @@ def evaluate_expression(text: str, ns: Namespace, where: str, key: str) -> Any:
                         "a flatter expression") from None  # fmt: skip
 
 
+def _infinite(value: Any) -> bool:
+    return isinstance(value, float) and math.isinf(value)
+
+
 def _real(value: Any) -> Any:
     """Numbers are floats (constant work per operation: no 10**10**10 as an exact integer,
     no text repeated a billion times); text and booleans stay."""
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+_ESCAPED = re.compile(r"\{\{|\{[^{}]*\}|\}\}")  # an escape, or a placeholder left as it is
+_ESCAPES = {"{{": "\x00", "}}": "\x01"}
 _TOKEN = re.compile(r"\{([^{}]*)\}|[{}]")  # a placeholder, or a brace that opens or closes none
 _FORMAT = re.compile(r":([<>^]?[+-]?[#0]?\d*[,_]?(?:\.\d+)?[a-zA-Z%]?)$")
 MAX_PLACEHOLDER = 1000  # characters in one placeholder; the shipped reports use at most ~300
@@ -278,7 +288,8 @@ MAX_PLACEHOLDER = 1000  # characters in one placeholder; the shipped reports use
 def fill(text: str, ns: Namespace, where: str, key: str) -> str:
     """Replace each ``{expr[ as unit][:format]}``; ``{{`` and ``}}`` are literal braces, and
     a brace that opens or closes no placeholder is an error."""
-    text = text.replace("{{", "\x00").replace("}}", "\x01")
+    # literal braces as Python's format reads them, left to right: "{{{x}}}" is "{" x "}"
+    text = _ESCAPED.sub(lambda m: _ESCAPES.get(m.group(), m.group()), text)
 
     def one(m: re.Match[str]) -> str:
         if m.group(1) is None or not m.group(1).strip():

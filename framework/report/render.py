@@ -37,6 +37,7 @@ from stepwall.sweep import metric_names, pick, run_sweep
 from stepwall.terminal import visible
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a report's name: one folder under out/
 FEASIBLE, VIOLATION = "__feasible__", "__violation__"
 
 
@@ -82,8 +83,12 @@ class Report:
         self.refs: dict[str, ScenarioRef] = {}
         self.ns = Namespace()
         self.derivations: dict[str, Any] = {}
+        self.ids: dict[str, str] = {}  # block ids -> the block that took each
         self.outputs: dict[str, bytes] = {}
         self._cache: dict[tuple[Any, ...], dict[str, np.ndarray]] = {}
+        if "name" in doc and not NAME.fullmatch(self.spec.name):  # out/NAME, never elsewhere
+            raise self.err("name", f"{self.spec.name!r} is not a plain name",
+                           "letters, digits, '.', '-' and '_', e.g. k26-study")  # fmt: skip
         self.name = self.spec.name or self.path.stem
         self._check_refs()
         try:  # a block's error is raised when rendering, after the scenarios' errors
@@ -109,6 +114,19 @@ class Report:
 
     def err(self, key: str, problem: str, expected: str = "") -> SpecError:
         return SpecError(self.where, key, problem, expected)
+
+    def claim(self, name: str, key: str) -> None:
+        """Take ``name`` as a block's id (its files and what placeholders call it): an
+        identifier that no alias and no other block has."""
+        if not IDENT.fullmatch(name):
+            raise self.err(key, f"{name!r} is not an identifier",
+                           "letters, digits and _, not starting with a digit")  # fmt: skip
+        if name in self.refs:
+            raise self.err(key, f"{name!r} is also a scenario alias", "a unique identifier")
+        if name in self.ids:
+            raise self.err(key, f"{name!r} is also the id of {self.ids[name].rstrip('.')}",
+                           "a unique identifier")  # fmt: skip
+        self.ids[name] = key.removesuffix("id")
 
     def _check_refs(self) -> None:
         if not self.spec.scenarios:
@@ -138,6 +156,8 @@ class Report:
             )
             model = build_model(path, sets, self.registry)
         except SpecError as e:
+            if e.where == self.where:  # names the report and the alias already
+                raise
             raise self.err(key, f"{e.where}:{e.key}: {e.problem}", e.expected) from None
         self.models[alias] = model
         return model

@@ -80,6 +80,12 @@ def compute(
     except SpecError as e:
         if e.where == report.where:
             raise
+        # an option's own error (derive:--eps, derive:KEY) names the block's key for it
+        given = {f"--{k}": k for k in o.analysis} | {v: k for k, v in o.analysis.items()
+                                                     if isinstance(v, str)}  # fmt: skip
+        if e.where == "derive" and e.key in given:
+            said = e.problem if e.key.startswith("--") else f"{e.key}: {e.problem}"
+            raise report.err(at + given[e.key], said, e.expected) from None
         raise report.err(at + "derive", str(e)) from None
     except StepwallError as e:
         raise report.err(at + "derive", str(e)) from None
@@ -99,10 +105,9 @@ def compute(
 
 
 def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
-    from stepwall.report.render import IDENT, flatten_numbers
+    from stepwall.report.render import flatten_numbers
 
-    if not IDENT.fullmatch(o.id) or o.id in report.derivations:
-        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    report.claim(o.id, at + "id")
     analysis = report.registry.analyses[o.derive]
     results, span = report.computed(at, lambda: compute(report, o, at))
     if span:

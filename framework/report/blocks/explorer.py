@@ -33,11 +33,9 @@ class ExplorerOptions:
 
 def render(report: Report, o: ExplorerOptions, at: str) -> list[str]:
     from stepwall.explore import explorer_html
-    from stepwall.report.render import IDENT
 
     name = f"explorer-{o.id}.html"
-    if not IDENT.fullmatch(o.id) or name in report.outputs:
-        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    report.claim(o.id, at + "id")
     model = report.alias(o.scenario, at + "scenario")
     cmd = ["stepwall", "report", report.ref, *(a for s in report.sets for a in ("--set", s))]
     title = f"{report.label(o.scenario)} ({model.scenario.label})"

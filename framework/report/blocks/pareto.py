@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from stepwall.options import option
-from stepwall.report.blocks import BlockKind
+from stepwall.report.blocks import BlockKind, structured
 from stepwall.report.placeholders import fill
 
 if TYPE_CHECKING:
@@ -64,6 +64,13 @@ class ParetoOptions:
     caption: str = option("shown under the chart (placeholders allowed)", default="")
 
 
+# `stepwall search` options -> the block's keys for them
+FLAGS = {"--hardware": "hardware", "--cluster": "clusters", "--gpus": "gpus", "--batch": "batch",
+         "--isl": "isl", "--osl": "osl", "--decoding": "decoding", "--set": "set",
+         "--spread": "spread", "--workload": "workload", "--engine": "engine",
+         "--at": "targets", "--where": "where"}  # fmt: skip
+
+
 def _ident(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", label)
 
@@ -90,6 +97,15 @@ def _entries(report: Report, o: ParetoOptions, at: str) -> dict[str, Any]:
         "clusters": [entry(c, "cluster", "clusters") for c in o.clusters],
         "engine": entry(o.engine, "engine", "engine") if o.engine else "",
     }
+
+
+def prepare(report: Report, given: dict[str, Any], at: str) -> ParetoOptions:
+    """The block's keys, checked: a list given empty is an error, not the default."""
+    for f in attrs.fields(ParetoOptions):
+        if f.name in given and given[f.name] == []:
+            raise report.err(at + f.name, "is an empty list", f.metadata["doc"])
+    options: ParetoOptions = structured(report, ParetoOptions, given, at)
+    return options
 
 
 def compute(report: Report, o: ParetoOptions, at: str) -> Any:
@@ -125,15 +141,19 @@ def compute(report: Report, o: ParetoOptions, at: str) -> Any:
     except SpecError as e:
         if e.where == report.where:  # already names the report and the block's key
             raise
+        if e.where.startswith(at):  # a metric or condition, checked under the block's key
+            raise report.err(e.where, f"{e.key}: {e.problem}", e.expected) from None
+        flag = FLAGS.get(e.key if e.where == "search" else e.where, "")
+        if flag:  # a `stepwall search` option's own error: the block's key for it
+            said = e.problem if e.where == "search" else f"{e.key}: {e.problem}"
+            raise report.err(at + flag, said, e.expected) from None
         raise report.err(at.rstrip("."), f"{e.where}:{e.key}: {e.problem}", e.expected) from None
 
 
 def render(report: Report, o: ParetoOptions, at: str) -> list[str]:
     from stepwall import search
-    from stepwall.report.render import IDENT
 
-    if not IDENT.fullmatch(o.id) or f"{o.id}.svg" in report.outputs:
-        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    report.claim(o.id, at + "id")
     result = report.computed(at, lambda: compute(report, o, at))
     _entries(report, o, at)  # the files, in this process's provenance
     plan = result.plan
@@ -241,6 +261,7 @@ BLOCK = BlockKind(
     ParetoOptions,
     render,
     early=True,
+    prepare=prepare,
     compute=compute,
 )
 

@@ -48,10 +48,8 @@ def compute(report: Report, o: PlotOptions, at: str) -> bytes | None:
 
 
 def render(report: Report, o: PlotOptions, at: str) -> list[str]:
-    from stepwall.report.render import IDENT
 
-    if not IDENT.fullmatch(o.id) or f"{o.id}.svg" in report.outputs:
-        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    report.claim(o.id, at + "id")
     if o.plot == "tornado":
         return _tornado(report, o, at)
     svg = report.computed(at, lambda: None) or _figure(report, o, at)
@@ -113,8 +111,12 @@ def _figure(report: Report, o: PlotOptions, at: str) -> bytes:
             marks.append((m.split(".")[0], float(report.ns.get(ref, report.where, at + "mark"))))
         ylabel = o.ylabel or o.metric
         ylabel = f"{ylabel} [{o.unit}]" if o.unit else ylabel
+        xs = [float(sweep_value(v)) for v in values]
+        if o.logx and min(xs) <= 0:  # a log axis would drop the point, not show it
+            raise report.err(at + "logx", f"the values include {min(xs):g}, not > 0",
+                             "values > 0 on a logarithmic axis, or logx = false")  # fmt: skip
         svg = plot_metric_vs_key(
-            [float(sweep_value(v)) for v in values], lines_, marks, o.xlabel or key or "",
+            xs, lines_, marks, o.xlabel or key or "",
             ylabel, title, o.logx,
         )  # fmt: skip
     else:

@@ -20,6 +20,19 @@ if TYPE_CHECKING:
 
 INFEASIBLE = "infeasible"
 AXIS_KEYS = ("key", "values", "scenarios", "metrics", "labels", "label", "units", "formats")
+MAX_ENTRIES = 1000  # rows or columns of one table: a page shows a few dozen
+
+
+def _list(report: Report, spec: dict[str, Any], name: str, at: str) -> list[Any]:
+    """``spec[name]``: a non-empty list of at most `MAX_ENTRIES` entries."""
+    value = spec[name]
+    if not isinstance(value, list) or not value:
+        raise report.err(f"{at}.{name}", f"{value!r} is not a non-empty list",
+                         f"[…] with 1 to {MAX_ENTRIES} entries")  # fmt: skip
+    if len(value) > MAX_ENTRIES:
+        raise report.err(f"{at}.{name}", f"{len(value):,} entries",
+                         f"at most {MAX_ENTRIES} rows or columns in one table")  # fmt: skip
+    return value
 
 
 @attrs.frozen
@@ -47,17 +60,17 @@ def _axis(report: Report, spec: Any, at: str) -> list[dict[str, Any]]:
     for k in spec:
         if k not in AXIS_KEYS:
             raise report.err(f"{at}.{k}", "unknown key", f"one of: {', '.join(AXIS_KEYS)}")
-    labels = spec.get("labels")
+    labels = _list(report, spec, "labels", at) if "labels" in spec else None
     out: list[dict[str, Any]] = []
     if "scenarios" in spec:
-        for a in spec["scenarios"]:
+        names = _list(report, spec, "scenarios", at)
+        for a in names:
             report.alias(a, at + ".scenarios")
-        names = list(spec["scenarios"])
         labels = labels or [report.label(a) for a in names]
         out = [{"alias": a} for a in names]
         for extra in ("metrics", "units", "formats"):
             if extra in spec:
-                if len(spec[extra]) != len(out):
+                if len(_list(report, spec, extra, at)) != len(out):
                     raise report.err(f"{at}.{extra}", f"{len(spec[extra])} entries for "
                                      f"{len(out)} scenarios", "one per scenario")  # fmt: skip
                 for entry, v in zip(out, spec[extra], strict=True):
@@ -65,18 +78,24 @@ def _axis(report: Report, spec: Any, at: str) -> list[dict[str, Any]]:
     elif "key" in spec:
         if "values" not in spec:
             raise report.err(at + ".values", "missing", "a list of values")
-        values = spec["values"]
+        values = _list(report, spec, "values", at)
         tmpl = spec.get("label", "{value}")
+        if not isinstance(tmpl, str):
+            raise report.err(at + ".label", f"{tmpl!r} is not text", "e.g. 'TP-{value}'")
         labels = labels or [tmpl.replace("{value}", str(v)) for v in values]
         out = [{"key": spec["key"], "value": v} for v in values]
     elif "metrics" in spec:
-        ms = list(spec["metrics"])
-        units = spec.get("units", [""] * len(ms))
-        formats = spec.get("formats", [""] * len(ms))
+        ms = _list(report, spec, "metrics", at)
+        units = _list(report, spec, "units", at) if "units" in spec else [""] * len(ms)
+        formats = _list(report, spec, "formats", at) if "formats" in spec else [""] * len(ms)
+        for extra, given in (("units", units), ("formats", formats)):
+            if len(given) != len(ms):
+                raise report.err(f"{at}.{extra}", f"{len(given)} entries for {len(ms)} metrics",
+                                 "one per metric")  # fmt: skip
         labels = labels or ms
         out = [
             {"metric": m, "unit": u, "format": f}
-            for m, u, f in zip(ms, units, formats, strict=False)
+            for m, u, f in zip(ms, units, formats, strict=True)
         ]
     else:
         raise report.err(at, "names no scenarios, key or metrics",
@@ -86,6 +105,10 @@ def _axis(report: Report, spec: Any, at: str) -> list[dict[str, Any]]:
                          "one label per entry")  # fmt: skip
     for entry, label in zip(out, labels, strict=True):
         entry["label"] = str(label)
+    shown = [e["label"] for e in out]
+    twice = next((x for i, x in enumerate(shown) if x in shown[:i]), None)
+    if twice is not None:  # placeholders and the CSV find a cell by its labels
+        raise report.err(at, f"the label {twice!r} appears twice", "one entry per label")
     return out
 
 
@@ -94,10 +117,9 @@ def _unit_suffix(col: dict[str, Any]) -> str:
 
 
 def render(report: Report, o: TableOptions, at: str) -> list[str]:
-    from stepwall.report.render import FEASIBLE, IDENT, VIOLATION, reason
+    from stepwall.report.render import FEASIBLE, VIOLATION, reason
 
-    if not IDENT.fullmatch(o.id) or o.id in report.ns.tables:
-        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    report.claim(o.id, at + "id")
     rows = _axis(report, o.rows, at + "rows")
     cols = _axis(report, o.columns, at + "columns")
     base = {"scenario": o.scenario, "metric": o.metric, "unit": o.unit, "format": o.format}

@@ -44,10 +44,8 @@ def render(report: Report, o: ValidationOptions, at: str) -> list[str]:
     from stepwall import validate
     from stepwall.errors import SpecError
     from stepwall.report.plots import plot_predicted_vs_measured
-    from stepwall.report.render import IDENT
 
-    if not IDENT.fullmatch(o.id) or f"{o.id}.csv" in report.outputs:
-        raise report.err(at + "id", f"{o.id!r} is not a new identifier", "a unique identifier")
+    report.claim(o.id, at + "id")
     if not 0 < o.band < 1:
         raise report.err(at + "band", f"{o.band} is not a fraction", "a number in (0, 1)")
     paths = [report.path.parent / t for t in o.tables] or validate.default_tables()
