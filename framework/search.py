@@ -592,7 +592,8 @@ def _evaluate_block(
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The metrics ``names`` and feasibility at points [start, stop) of a variant, flat in
     point order, evaluated block by block on the grid (`_grid`); ``failed`` gains, per
-    constraint, how many of the points break it."""
+    constraint, how many points of each block with no feasible point break it (what an
+    empty search reports; counted only there, as it costs a pass over every constraint)."""
     width = len(payload["batch"]) * math.prod(len(a[2]) for a in payload["axes"])
     parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
     for rows, cols in _blocks(start, stop, width):
@@ -600,7 +601,7 @@ def _evaluate_block(
         ev = evaluate_points(numeric, payload["values"], _grid(payload, rows, cols))
         got = {m: np.broadcast_to(np.asarray(ev[m], dtype=float), shape).ravel() for m in names}
         parts.append((got, np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), shape).ravel()))
-        if failed is not None:
+        if failed is not None and not parts[-1][1].any():
             for c in numeric.constraints:
                 holds = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), shape)
                 failed[c.name] = failed.get(c.name, 0) + holds.size - int(np.count_nonzero(holds))
@@ -682,7 +683,8 @@ class Result:
     evaluated: int
     feasible: int
     passed: int
-    failed: Mapping[str, int] = attrs.field(factory=dict)  # points breaking each constraint
+    # points breaking each constraint, in blocks with no feasible point (all, when none is)
+    failed: Mapping[str, int] = attrs.field(factory=dict)
     filtered: tuple[int, ...] = ()  # feasible points each --where filter removes
 
 
