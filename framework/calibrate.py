@@ -449,6 +449,10 @@ def build_problem(entry: Entry, files: Sequence[DataFile], primitives: Mapping[s
     buckets: dict[tuple[str, tuple[tuple[str, str], ...]], list[Row]] = {}
     for f in files:
         for r in f.rows:
+            check = primitives[r.primitive].check
+            wrong = check(entry.scenario, r.numbers) if check is not None else None
+            if wrong is not None:
+                raise SpecError(r.file, f"line {r.line}, {wrong[0]}", wrong[1], wrong[2])
             key = (r.primitive, tuple((k, r.texts[k]) for k in primitives[r.primitive].texts))
             buckets.setdefault(key, []).append(r)
     groups = tuple(make_group(primitives[p], texts, rows, entry.scenario)

@@ -35,7 +35,10 @@ class Primitive:
     the section's fields (paths inside it, ``bf16.efficiency``) the law depends on, which a
     fit may adjust. ``law(scenario, numbers, texts)`` returns the time of one call as a
     sympy expression over the scenario's parameters and ``numbers`` (Symbols named after
-    the columns, with their dimensions), for one combination of text values."""
+    the columns, with their dimensions), for one combination of text values.
+    ``check(scenario, numbers)`` names what makes one row's sizes (SI values) meaningless to
+    the law, as ``(column, problem, expected)`` (top-k beyond the experts, more GPUs than
+    the domain), or returns None; a table with such a row is refused."""
 
     name: str
     section: str
@@ -45,3 +48,4 @@ class Primitive:
     fields: tuple[str, ...]
     law: Callable[[Scenario, Mapping[str, sp.Symbol], Mapping[str, str]], Any]
     plugin: str = ""
+    check: Callable[[Scenario, Mapping[str, float]], tuple[str, str, str] | None] | None = None

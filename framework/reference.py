@@ -21,7 +21,7 @@ from stepwall.fields import KindSpec
 from stepwall.loader import MAX_FROM_DEPTH
 from stepwall.options import json_schema
 from stepwall.registry import Registry
-from stepwall.units import describe
+from stepwall.units import describe, format_quantity
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -33,7 +33,8 @@ def _field_row(f: attrs.Attribute) -> str:  # type: ignore[type-arg]
         low = meta["minimum"]
         bound = f"≥ {low:g}" if meta["inclusive"] else f"> {low:g}"
         if meta["maximum"] is not None:
-            bound += f", ≤ {meta['maximum']:g}"
+            top, dim = meta["maximum"], meta["dim"]
+            bound += f", ≤ {top:g}" if dim.dimensionless else f", ≤ {format_quantity(top, dim)}"
         if meta.get("plausible"):
             bound += "; plausible {} to {}".format(*meta["plausible"])
         what += f" ({bound})"

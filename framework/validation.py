@@ -37,7 +37,14 @@ from stepwall.loader import (
 from stepwall.ranges import check_range, is_range
 from stepwall.scenario import Scenario
 from stepwall.symbols import Parameter, parameter
-from stepwall.units import DIMENSIONLESS, Dim, describe, implausible, parse_quantity
+from stepwall.units import (
+    DIMENSIONLESS,
+    Dim,
+    describe,
+    format_quantity,
+    implausible,
+    parse_quantity,
+)
 
 Kinds = Mapping[tuple[str, str], KindSpec]
 
@@ -116,7 +123,8 @@ def check_magnitude(
         bound = f"≥ {low:g}" if inclusive else f"> {low:g}"
         raise SpecError(where, key, f"{shown} is out of range", f"a value {bound}")
     if high is not None and magnitude > high:
-        raise SpecError(where, key, f"{shown} is out of range", f"a value ≤ {high:g}")
+        top = f"{high:g}" if dim.dimensionless else format_quantity(high, dim)
+        raise SpecError(where, key, f"{shown} is out of range", f"a value ≤ {top}")
     if meta["integer"]:
         if magnitude != int(magnitude):
             raise SpecError(where, key, f"{shown} is not a whole number", "an integer")

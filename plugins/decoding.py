@@ -161,7 +161,7 @@ def stepwall_constraints(
     width = "decoding.budget" if kind == "ddtree" else "decoding.drafts"
     given = scenario.decoding.accepted_tokens is not None
     tau = "decoding.accepted_tokens" if given else "decoding.acceptance"
-    return [
+    out = [
         Constraint(
             "accepted_within_verified",
             sp.And(
@@ -172,3 +172,14 @@ def stepwall_constraints(
             PLUGIN,
         )
     ]
+    if kind == "ddtree":  # a path through a tree of depth D accepts D drafts and one more
+        out.append(
+            Constraint(
+                "accepted_within_depth",
+                decoding.accepted_tokens <= scenario.decoding.block + 1,
+                "a step accepts at most the tree's depth in drafts plus the target's own token",
+                (tau, "decoding.block"),
+                PLUGIN,
+            )
+        )
+    return out

@@ -52,6 +52,7 @@ class EngineSpec:
         "dimensionless",
         "small kernels the engine launches per decoder layer (norms, RoPE, quantise, top-k)",
         latex="k_{layer}",
+        integer=True,
         minimum=0.0,
         inclusive=True,
         default=0.0,

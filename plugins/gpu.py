@@ -40,7 +40,8 @@ def _fraction(doc: str, latex: str, **kw: Any) -> Any:
 
 
 def _floor(doc: str, latex: str) -> Any:
-    return quantity("time", doc, latex=latex, minimum=0.0, inclusive=True, default=0.0)
+    """A kernel's fixed time: from 0 to 1 s (a kernel launch is microseconds)."""
+    return quantity("time", doc, latex=latex, minimum=0.0, inclusive=True, maximum=1.0, default=0.0)
 
 
 @attrs.frozen
@@ -190,6 +191,14 @@ def _tiny(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) 
     return floor_time(sp.S.One, scenario.params.hardware.kernel_floor, sp.S.One)
 
 
+def _routable(scenario: Scenario, x: Mapping[str, float]) -> tuple[str, str, str] | None:
+    """Top-k picks among the experts, and each EP rank holds at least one expert."""
+    for col in ("topk", "ep"):
+        if x[col] > x["experts"]:
+            return col, f"{x[col]:g} > experts = {x['experts']:g}", f"{col} ≤ experts"
+    return None
+
+
 @hookimpl
 def stepwall_primitives() -> list[Primitive]:
     one = DIMENSIONLESS
@@ -204,7 +213,7 @@ def stepwall_primitives() -> list[Primitive]:
         Primitive("moe", "hardware", "a layer's routed experts (fused grouped GEMMs) on one EP "
                   "rank, balanced routing", {"tokens": one, "hidden": one, "inter": one,
                   "experts": one, "topk": one, "ep": one, **_BITS}, precision,
-                  ("moe_efficiency", "moe_floor", *roofs, *grouped), _moe, PLUGIN),
+                  ("moe_efficiency", "moe_floor", *roofs, *grouped), _moe, PLUGIN, _routable),
         Primitive("mla_decode", "hardware", "an absorbed-MLA decode attention kernel",
                   {"batch": one, "kv_len": one, "heads": one, "kv_lora_rank": one,
                    "qk_rope_head_dim": one, "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")},

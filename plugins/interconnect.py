@@ -204,14 +204,25 @@ def _alltoall(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, st
                       up.link_bandwidth)  # fmt: skip
 
 
+def _within_domain(scenario: Scenario, x: Mapping[str, float]) -> tuple[str, str, str] | None:
+    """A collective among 2 to domain_size GPUs: one GPU communicates nothing, and more than
+    a domain holds do not share one."""
+    size = scenario.section("cluster.scale_up").domain_size
+    if 2 <= x["gpus"] <= size:
+        return None
+    return "gpus", f"{x['gpus']:g} GPUs", f"2 to cluster.scale_up.domain_size = {size:g} GPUs"
+
+
 @hookimpl
 def stepwall_primitives() -> list[Primitive]:
     sizes = {"bytes": INFORMATION, "gpus": DIMENSIONLESS}
     return [
         Primitive("all_reduce", "cluster.scale_up", "an all-reduce inside one scale-up domain "
                   "(nccl-tests, custom one-shot kernels)", sizes, {},
-                  ("hop_latency", "switch_latency", "bus_bandwidth"), _allreduce, PLUGIN),
+                  ("hop_latency", "switch_latency", "bus_bandwidth"), _allreduce, PLUGIN,
+                  _within_domain),
         Primitive("all_to_all", "cluster.scale_up", "expert dispatch or combine inside one "
                   "domain (DeepEP, TensorRT-LLM all-to-all): bytes sent per GPU", sizes, {},
-                  ("a2a_latency", "a2a_peer_latency", "link_bandwidth"), _alltoall, PLUGIN),
+                  ("a2a_latency", "a2a_peer_latency", "link_bandwidth"), _alltoall, PLUGIN,
+                  _within_domain),
     ]  # fmt: skip

@@ -26,7 +26,7 @@ import sympy as sp
 from stepwall.fields import KindSpec, flag, quantity
 from stepwall.hookspecs import hookimpl
 from stepwall.scenario import Scenario
-from stepwall.terms import Decoding, Engine, Layout, Step
+from stepwall.terms import Constraint, Decoding, Engine, Layout, Step, Workload
 
 
 def _tokens(doc: str, latex: str, **kw: Any) -> Any:
@@ -146,3 +146,22 @@ def stepwall_steps(
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
                 prompts, busiest, isl / 2, completion=osl)  # fmt: skip
     return [step, ttft]
+
+
+@hookimpl
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    """A decoding user's context holds its prompt: S ≥ ISL."""
+    if scenario.kinds["workload"] != "decode":
+        return []
+    w = scenario.params.workload
+    return [
+        Constraint(
+            "context_holds_prompt",
+            w.context >= w.input_tokens,
+            "a decoding user's context holds at least its prompt's tokens",
+            ("workload.context", "workload.input_tokens"),
+            "workload",
+        )
+    ]

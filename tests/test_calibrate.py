@@ -445,7 +445,7 @@ def test_a_row_the_law_cannot_price_is_refused(
                     "all_reduce,2000,8,9,x\n")  # fmt: skip
     code, _, err = run(reg, capsys, str(CLUSTER), "--data", str(data))
     assert code == 2
-    assert "one.csv:line 2: the all_reduce law gives 0 s for this row" in err
+    assert "one.csv:line 2, gpus: 1 GPUs (expected 2 to cluster.scale_up.domain_size" in err
 
 
 def test_spec_must_be_a_hardware_or_cluster_entry(
