@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from stepwall.errors import PluginError
 from stepwall.units import NAMED, Dim
 
 # Keys any section may carry besides its fields.
@@ -45,6 +46,13 @@ def quantity(
     value is computed with a warning; without it, that of the field's dimension
     (`stepwall.units.PLAUSIBLE`) applies.
     """
+    if isinstance(dim, str) and dim not in NAMED:
+        raise PluginError(f"quantity({dim!r}, ...): unknown dimension (expected one of "
+                          f"{', '.join(NAMED)}, or a stepwall.units.Dim)")  # fmt: skip
+    number = isinstance(default, int | float) and not isinstance(default, bool)
+    if not (number or default is None or default is attrs.NOTHING):
+        raise PluginError(f"quantity({dim!r}, ...): default {default!r} is not a number "
+                          "(expected a number in SI units)")  # fmt: skip
     d = NAMED[dim] if isinstance(dim, str) else dim
     meta = {
         "dim": d,

@@ -38,6 +38,7 @@ def parse(argv: Sequence[str]) -> tuple[str, tuple[str, ...], str] | None:
     """``SCENARIO [--set K=V]... [--json | --format text|json]`` -> (scenario, sets, format);
     None for anything else (help, other options, abbreviations), which argparse handles."""
     ref, sets, fmt = None, [], "text"
+    fmts: list[str] = []  # as given: two that differ are argparse's to refuse
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -47,15 +48,20 @@ def parse(argv: Sequence[str]) -> tuple[str, tuple[str, ...], str] | None:
             sets.append(a[len("--set=") :])
         elif a == "--json":
             fmt = "json"
+            fmts.append(fmt)
         elif a == "--format" and args and args[0] in ("text", "json"):
             fmt = args.pop(0)
+            fmts.append(fmt)
         elif a in ("--format=text", "--format=json"):
             fmt = a.split("=", 1)[1]
+            fmts.append(fmt)
         elif not a.startswith("-") and ref is None:
             ref = a
         else:
             return None
-    return None if ref is None else (ref, tuple(sets), fmt)
+    if ref is None or len(set(fmts)) > 1:
+        return None
+    return ref, tuple(sets), fmt
 
 
 def key(ref: str, sets: Sequence[str]) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -140,6 +141,8 @@ class Registry:
                 try:
                     table.update(_entries(impl, name, hook, what, table))
                 except PluginError as e:
+                    if name not in self._lenient:  # raised: the next use asks again
+                        del self._entries[attr]
                     self._skip_or_raise(name, e, self._lenient)
         return self._entries[attr]
 
@@ -284,6 +287,30 @@ class Registry:
         return tuple(sorted((n, _version_of(p)) for n, p in self.pm.list_name_plugin()))
 
 
+def _short(modname: str) -> str:
+    """The name a built-in plugin is registered by (``stepwall.plugins.gpu`` -> ``gpu``)."""
+    return modname.removeprefix("stepwall.").removeprefix("plugins.").replace(".", "_")
+
+
+class _Guarded:
+    """A function of a third-party entry (an analysis's ``run``, a format's ``write``, …):
+    what it raises, other than stepwall's own errors, becomes a PluginError naming the
+    plugin and the entry. A class, not a closure, so that it pickles as its function does;
+    it keeps the function's name and docstring."""
+
+    def __init__(self, fn: Any, who: str) -> None:
+        self.fn, self.who = fn, who  # who: "plugin NAME: analysis 'x': run"
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.fn(*args, **kwargs)
+        except StepwallError:
+            raise
+        except Exception as e:
+            raise PluginError(f"{self.who} raised {type(e).__name__}: {e}") from e
+
+
 def _returns() -> dict[str, tuple[type, bool]]:
     """What each hook returns: (type, whether a list of it)."""
     import sympy as sp
@@ -337,7 +364,7 @@ def _claims(
     except Exception as e:
         raise PluginError(f"plugin {name}: stepwall_spec_kinds raised {e!r}") from None
     out: dict[tuple[str, str], KindSpec] = {}
-    for spec in declared or ():
+    for spec in _declared(declared, name, "stepwall_spec_kinds", "KindSpec"):
         if not isinstance(spec, KindSpec):
             raise PluginError(
                 f"plugin {name}: stepwall_spec_kinds returned {type(spec).__name__} "
@@ -350,8 +377,31 @@ def _claims(
                 f"plugin {name}: kind {spec.kind!r} of section {spec.section!r} is "
                 f"already claimed by plugin {owner}"
             )
+        if not all(isinstance(x, str) and x for x in key) or not attrs.has(spec.fields):
+            raise PluginError(
+                f"plugin {name}: stepwall_spec_kinds declared {key!r} with fields "
+                f"{spec.fields!r} (expected a section and a kind name, and a frozen attrs class)"
+            )
+        defaults = [s for s in (*taken.values(), *out.values()) if s.default]
+        first = next((s for s in defaults if spec.default and s.section == spec.section), None)
+        if first is not None:
+            raise PluginError(
+                f"plugin {name}: kind {spec.kind!r} is the default of section "
+                f"{spec.section!r}, which is already kind {first.kind!r} of plugin "
+                f"{first.plugin or name}"
+            )
         out[key] = attrs.evolve(spec, plugin=name)
     return out
+
+
+def _declared(declared: Any, name: str, hook: str, what: str) -> list[Any] | tuple[Any, ...]:
+    """What a declaring hook returned: a list (None for nothing), else a PluginError."""
+    if declared is None:
+        return ()
+    if not isinstance(declared, list | tuple):
+        raise PluginError(f"plugin {name}: {hook} returned {type(declared).__name__} where a "
+                          f"list of {what} was expected")  # fmt: skip
+    return declared
 
 
 def _entries(
@@ -363,17 +413,68 @@ def _entries(
     except Exception as e:
         raise PluginError(f"plugin {name}: {hook} raised {e!r}") from None
     out: dict[str, Any] = {}
-    for entry in declared or ():
+    for entry in _declared(declared, name, hook, what):
         if not attrs.has(type(entry)) or not hasattr(entry, "name"):
             raise PluginError(
                 f"plugin {name}: {hook} returned {type(entry).__name__} where a {what} was expected"
             )
+        problem = _declaration_problem(entry)
+        if problem:
+            raise PluginError(f"plugin {name}: {hook} declared {what} "
+                              f"{entry.name!r}: {problem}")  # fmt: skip
         if entry.name in taken or entry.name in out:
             owner = taken[entry.name].plugin if entry.name in taken else name
             raise PluginError(f"plugin {name}: {what} {entry.name!r} is already provided by "
                               f"plugin {owner}")  # fmt: skip
-        out[entry.name] = attrs.evolve(entry, plugin=name)
+        for suffix in getattr(entry, "suffixes", ()):  # a file suffix picks one format
+            other = next((e for e in (*taken.values(), *out.values())
+                          if suffix in getattr(e, "suffixes", ())), None)  # fmt: skip
+            if other is not None:
+                raise PluginError(f"plugin {name}: {what} {entry.name!r}: suffix {suffix!r} "
+                                  f"is already that of {other.name!r} (plugin "
+                                  f"{other.plugin or name})")  # fmt: skip
+        guarded = {}
+        if name not in {_short(m) for m in BUILTIN_PLUGINS}:  # a built-in's error is a bug
+            functions = [
+                f.name
+                for f in attrs.fields(type(entry))
+                if str(f.type).startswith("Callable") and getattr(entry, f.name)
+            ]
+            guarded = {f: _Guarded(getattr(entry, f), f"plugin {name}: {what} {entry.name!r}: {f}")
+                       for f in functions}  # fmt: skip
+        out[entry.name] = attrs.evolve(entry, plugin=name, **guarded)
     return out
+
+
+ENTRY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # what a command line or a block names
+
+
+def _declaration_problem(entry: Any) -> str:
+    """What is wrong with an entry's fields, judged by their declared types ("" if none)."""
+    if not isinstance(entry.name, str) or not ENTRY_NAME.fullmatch(entry.name):
+        return "its name must be a plain name (letters, digits, _ and -)"
+    for field in attrs.fields(type(entry)):
+        value, want = getattr(entry, field.name), str(field.type)
+        if want.startswith("Callable"):
+            ok = callable(value) or (value is None and want.endswith("| None"))
+            expected = "a function"
+        elif want == "type":
+            ok, expected = isinstance(value, type) and attrs.has(value), "a frozen attrs class"
+        elif want == "tuple[str, ...]":
+            ok = isinstance(value, tuple) and all(isinstance(x, str) and x for x in value)
+            expected = "a tuple of names"
+        elif want.startswith("Mapping"):
+            ok, expected = isinstance(value, Mapping), "a mapping"
+        elif want in ("str", "bool"):
+            ok, expected = type(value).__name__ == want, want
+        else:
+            continue
+        if not ok:
+            return f"its {field.name} is {type(value).__name__} {value!r}, not {expected}"
+    bad = [x for x in getattr(entry, "suffixes", ()) if not re.fullmatch(r"\.[A-Za-z0-9]+", x)]
+    if bad:
+        return f"its suffix {bad[0]!r} is not a file suffix such as '.csv'"
+    return ""
 
 
 def _dist_version(entry_point_name: str) -> str:
@@ -420,8 +521,7 @@ def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registr
     seconds: dict[str, float] = {}
     for modname in BUILTIN_PLUGINS:
         module = importlib.import_module(modname)
-        short = modname.removeprefix("stepwall.").removeprefix("plugins.").replace(".", "_")
-        pm.register(module, name=short)
+        pm.register(module, name=_short(modname))
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
@@ -431,14 +531,17 @@ def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registr
     problems: dict[str, str] = {}
     lenient: set[str] = set()
     if autoload:
+        builtins = {_short(m) for m in BUILTIN_PLUGINS}
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in builtins:
+                problems[ep.name] = f"plugin {ep.name}: the name is a built-in plugin's"
             if pm.get_plugin(ep.name) is not None or ep.name in problems:
                 continue
             start = time.perf_counter()
             try:
                 plugin = ep.load()
                 seconds[ep.name] = time.perf_counter() - start
-            except Exception as e:
+            except (Exception, SystemExit) as e:  # an import that exits takes nothing down
                 problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
                 continue
             if pm.is_registered(plugin):
@@ -447,6 +550,12 @@ def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registr
                 _register(pm, plugin, ep.name)
             except PluginError as e:
                 problems[ep.name] = str(e)
+                continue
+            if not pm.get_hookcallers(plugin):
+                pm.unregister(plugin)
+                kind = type(plugin).__name__
+                problems[ep.name] = (f"plugin {ep.name}: entry point {ep.value} is a {kind} "
+                                     "with no @hookimpl function")  # fmt: skip
                 continue
             lenient.add(ep.name)
     for plugin in extra:
@@ -461,12 +570,17 @@ def _register(pm: pluggy.PluginManager, plugin: object, name: str | None) -> Non
     try:
         pm.register(plugin, name=name)
     except (pluggy.PluginValidationError, ValueError) as e:
-        raise PluginError(f"plugin {label}: cannot register: {e}") from None
+        raise PluginError(f"plugin {label}: cannot register: {_folded(e)}") from None
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
         pm.unregister(plugin)
-        raise PluginError(f"plugin {label}: {e}") from None
+        raise PluginError(f"plugin {label}: {_folded(e)}") from None
+
+
+def _folded(error: Exception) -> str:
+    """pluggy's message on one line."""
+    return " ".join(str(error).split())
 
 
 _DEFAULT: list[Registry] = []

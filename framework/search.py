@@ -376,7 +376,9 @@ def plan_search(
         if any((t.metric, t.op, t.value) == (u.metric, u.op, u.value) for u in spec.targets[:i]):
             raise SpecError("--at", t.text, "is given twice", "each target once")
     set_keys = {s.partition("=")[0].strip() for s in sets}
-    for k, _ in vary:
+    for i, (k, _) in enumerate(vary):
+        if any(k == j for j, _ in vary[:i]):  # as in sweep: the first would be dropped
+            raise SpecError("--vary", k, "varied twice", "each key once")
         if k in LAYOUT_KEYS:
             raise SpecError(
                 "search",

@@ -46,6 +46,15 @@ def _check(expr: sp.Basic, want: Dim, *, what: str, name: str, plugin: str) -> s
     return expr
 
 
+def _texts(item: object, what: str, *attrs_: str) -> None:
+    """Refuse a label of a plugin-made ``item`` that is not text (a TypeError, which the
+    registry reports naming the plugin and hook that made it)."""
+    for attr in attrs_:
+        value = getattr(item, attr)
+        if not isinstance(value, str):
+            raise TypeError(f"{what} {attr} must be text, not {type(value).__name__} {value!r}")
+
+
 @attrs.frozen
 class Term:
     """One piece of the step time: ``expr`` seconds, contributed by ``plugin`` because ``why``.
@@ -63,6 +72,7 @@ class Term:
     overlap: str = ""
 
     def __attrs_post_init__(self) -> None:
+        _texts(self, "term", "name", "plugin", "why", "group", "overlap")
         checked = _check(self.expr, TIME, what="a term", name=self.name, plugin=self.plugin)
         object.__setattr__(self, "expr", checked)
 
@@ -180,6 +190,9 @@ class Constraint:
     labels: tuple[str, str] = ("", "")  # names for the two sides of a long comparison
 
     def __attrs_post_init__(self) -> None:
+        _texts(self, "constraint", "name", "message", "plugin")
+        if isinstance(self.keys, str) or not all(isinstance(k, str) for k in self.keys):
+            raise TypeError(f"constraint keys must be a tuple of spec keys, not {self.keys!r}")
         rel = self.relation
         kinds = (sp.core.relational.Relational, sp.logic.boolalg.BooleanFunction,
                  sp.logic.boolalg.BooleanAtom)  # fmt: skip

@@ -519,7 +519,7 @@ def test_interrupt_is_one_line(monkeypatch, capsys) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setitem(cli.COMMANDS, "eval", (boom, *cli.COMMANDS["eval"][1:]))
-    assert main(["eval", BASE]) == 130
+    assert main(["eval", BASE, "--no-cache"]) == 130  # not answered by the point cache
     assert capsys.readouterr().err == "stepwall: interrupted\n"
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from stepwall.analyses.result import Derivation, Equation, Sensitivity
+from stepwall.errors import PluginError
 from stepwall.hookspecs import hookimpl
 from stepwall.options import option, structure_options
 
@@ -102,6 +103,10 @@ def run(
     opts = structure_options(analysis.options, given, where, prefix)
     out = analysis.run(model, opts, context)
     results = list(out) if isinstance(out, list | tuple) else [out]
+    bad = [type(d).__name__ for d in results if not isinstance(d, Derivation)]
+    if bad or not (results or analysis.many):
+        raise PluginError(f"plugin {analysis.plugin or '?'}: analysis {analysis.name!r} returned "
+                          f"{(bad or ['nothing'])[0]} where a Derivation was expected")  # fmt: skip
     symbolic = bool(getattr(opts, "symbolic", False))
     show = bool(getattr(opts, "sensitivity", False))
 

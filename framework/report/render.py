@@ -25,7 +25,7 @@ import numpy as np
 
 from stepwall import registry as registries
 from stepwall.compiled import DIAGNOSTIC_METRICS, METRICS
-from stepwall.errors import SpecError, did_you_mean
+from stepwall.errors import PluginError, SpecError, did_you_mean
 from stepwall.loader import catalog_root, find_spec_file, read_toml
 from stepwall.model import StepModel, build_model
 from stepwall.options import option, structure_options
@@ -289,7 +289,11 @@ class Report:
             # blocks that compute values (tables, derivations) first, so prose can name them
             rendered: dict[int, list[str]] = {}
             for i, kind, opts, at in sorted(parsed, key=lambda p: (not p[1].early, p[0])):
-                rendered[i] = kind.render(self, opts, at)
+                lines = kind.render(self, opts, at)
+                if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+                    raise PluginError(f"plugin {kind.plugin or '?'}: report block {kind.name!r}: "
+                                      "render returned no list of Markdown lines")  # fmt: skip
+                rendered[i] = lines
         finally:
             self._jobs.close()
         # the title and description last, so they can name any block's values too
