@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from stepwall.errors import SpecError, StepwallError
+from stepwall.progress import ProgressBar, quiet_argument
 from stepwall.terminal import visible
 
 if TYPE_CHECKING:
@@ -429,8 +430,6 @@ def cmd_plugins(ns: argparse.Namespace, registry: Registry) -> int:
 
 
 def _sweep_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
-    from stepwall import sweep
-
     _scenario_args(p)
     p.add_argument(
         "--vary",
@@ -459,7 +458,7 @@ def _sweep_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
                    help="the output format (default: text on a terminal, else by -o's suffix; "
                    "csv for -o -)")  # fmt: skip
     _cache_arg(p)
-    sweep.quiet_argument(p)
+    quiet_argument(p)
 
 
 TEXT_LIMIT = 100_000  # a text table on a terminal; larger grids go to a file
@@ -487,7 +486,7 @@ def cmd_sweep(ns: argparse.Namespace, registry: Registry) -> int:
     if target is None and fmt.name == "text" and plan.total > TEXT_LIMIT:
         raise SpecError("sweep", "--vary", f"{plan.total:,} points are too many for a text table",
                         f"at most {TEXT_LIMIT:,}, or -o FILE / --format csv")  # fmt: skip
-    table = plan.table(ns.feasible_only, progress=sweep.ProgressBar(quiet=ns.quiet))
+    table = plan.table(ns.feasible_only, progress=ProgressBar(quiet=ns.quiet))
     if target is None:
         fmt.write(table, sys.stdout)
         return 0
@@ -740,7 +739,6 @@ docs/validation.md has the shipped table, the plot and what dominates each class
 
 
 def _validate_setup(p: argparse.ArgumentParser, registry: Registry) -> None:
-    from stepwall.sweep import quiet_argument
     from stepwall.validate import CLASSES
 
     p.epilog = VALIDATE_EPILOG
@@ -785,7 +783,6 @@ def cmd_validate(ns: argparse.Namespace, registry: Registry) -> int:
     from pathlib import Path
 
     from stepwall import validate
-    from stepwall.sweep import ProgressBar
 
     paths = [Path(t) for t in ns.tables] or validate.default_tables()
     for p in paths:

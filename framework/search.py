@@ -49,6 +49,7 @@ import numpy as np
 from stepwall.compiled import METRIC_UNITS, METRICS, MINIMIZE, OPTIONAL_METRICS, CompiledModel
 from stepwall.errors import SpecError, UnitError, did_you_mean
 from stepwall.loader import INLINE
+from stepwall.progress import ProgressBar, quiet_argument
 from stepwall.terminal import visible
 from stepwall.units import parse_quantity, parse_unit
 
@@ -1351,8 +1352,6 @@ def close_client(client: Any) -> None:
 
 
 def progress_bar(quiet: bool = False) -> Callable[[int, int], None]:
-    from stepwall.sweep import ProgressBar
-
     return ProgressBar(sys.stderr, quiet=quiet)
 
 
@@ -1403,8 +1402,6 @@ constraint and the "ranking" of the options.
 def add_arguments(p: Any) -> None:
     """The ``stepwall search`` options."""
     import argparse
-
-    from stepwall.sweep import quiet_argument
 
     p.description = DESCRIPTION
     p.epilog = EPILOG_SEARCH

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_bad_inputs import BASE, REFUSE, _check, _outcome, place  # noqa: F401 (a fixture)
 
-from stepwall import sweep
+from stepwall import progress
 
 SEARCH = ["search", "deepseek-v3-fp8", "--hardware", "h200", "--cluster", "hgx-h200-ib"]
 SMALL = [*SEARCH, "--gpus", "8", "--batch", "1,8,64,512"]
@@ -123,7 +123,7 @@ def test_a_huge_search_is_refused_before_it_allocates(extra, capsys) -> None:
 
 
 class _Clock:
-    """A fake `stepwall.sweep._now`: each reading is ``step`` seconds after the last."""
+    """A fake `stepwall.progress._now`: each reading is ``step`` seconds after the last."""
 
     def __init__(self, step: float) -> None:
         self.t, self.step = 0.0, step
@@ -135,9 +135,9 @@ class _Clock:
 
 def test_progress_is_a_line_every_five_seconds_off_a_terminal(monkeypatch) -> None:
     clock = _Clock(1.0)
-    monkeypatch.setattr(sweep, "_now", clock)
+    monkeypatch.setattr(progress, "_now", clock)
     stream = io.StringIO()
-    bar = sweep.ProgressBar(stream)  # the clock reads 1
+    bar = progress.ProgressBar(stream)  # the clock reads 1
     for done in range(1, 21):  # calls at 2, 3, …, 21 s
         bar(done * 10, 200)
     lines = stream.getvalue().splitlines()
@@ -145,16 +145,16 @@ def test_progress_is_a_line_every_five_seconds_off_a_terminal(monkeypatch) -> No
     assert lines[0] == "stepwall: 50/200 points (25%), 10 points/s"
     assert lines[-1].startswith("stepwall: 200/200 points (100%)")
     quiet = io.StringIO()
-    bar = sweep.ProgressBar(quiet, quiet=True)
+    bar = progress.ProgressBar(quiet, quiet=True)
     for done in range(1, 21):
         bar(done, 20)
     assert quiet.getvalue() == ""
 
 
 def test_a_quick_run_prints_no_progress(monkeypatch) -> None:
-    monkeypatch.setattr(sweep, "_now", _Clock(0.1))
+    monkeypatch.setattr(progress, "_now", _Clock(0.1))
     stream = io.StringIO()
-    bar = sweep.ProgressBar(stream)
+    bar = progress.ProgressBar(stream)
     for done in range(1, 40):  # 3.9 s in all
         bar(done, 39)
     assert stream.getvalue() == ""
@@ -164,13 +164,13 @@ def test_search_progress_on_stderr_only_and_not_with_quiet(monkeypatch, capsys) 
     """A long search (a fake clock: 3 s per reading) reports on stderr, not on stdout; with
     --quiet it reports nothing, and stdout is the same."""
     argv = [*SMALL, "--chunk", "4", "--spread", "0"]
-    monkeypatch.setattr(sweep, "_now", _Clock(3.0))
+    monkeypatch.setattr(progress, "_now", _Clock(3.0))
     code, out, err = _outcome(argv, capsys)
     assert code == 0, err
     lines = err.splitlines()
     assert len(lines) >= 3 and all(line.startswith("stepwall: ") for line in lines), err
     assert all("/40 points (" in line and "points/s" in line for line in lines), err
-    monkeypatch.setattr(sweep, "_now", _Clock(3.0))
+    monkeypatch.setattr(progress, "_now", _Clock(3.0))
     code, quiet_out, quiet_err = _outcome([*argv, "--quiet"], capsys)
     assert code == 0 and quiet_err == "" and quiet_out == out
 
@@ -178,7 +178,7 @@ def test_search_progress_on_stderr_only_and_not_with_quiet(monkeypatch, capsys) 
 def test_search_progress_counts_the_robustness_passes(monkeypatch, capsys) -> None:
     """With a target, the ranking is evaluated twice more (efficiencies low and high): the
     progress total is three passes over the space, and it ends at that total."""
-    monkeypatch.setattr(sweep, "_now", _Clock(5.0))
+    monkeypatch.setattr(progress, "_now", _Clock(5.0))
     argv = [*SMALL, "--chunk", "4", "--at", "tokens_per_s_per_user>=20"]
     code, _, err = _outcome(argv, capsys)
     assert code == 0, err
@@ -188,7 +188,7 @@ def test_search_progress_counts_the_robustness_passes(monkeypatch, capsys) -> No
 
 
 def test_sweep_and_validate_take_quiet(monkeypatch, capsys, tmp_path) -> None:
-    monkeypatch.setattr(sweep, "_now", _Clock(3.0))
+    monkeypatch.setattr(progress, "_now", _Clock(3.0))
     table = _table(tmp_path, feasible=2)
     code, _, err = _outcome(["validate", str(table)], capsys)
     assert code == 0 and err == "stepwall: 2/2 rows (100%), 0.33 rows/s\n", err

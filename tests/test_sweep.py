@@ -13,6 +13,7 @@ from stepwall import sweep
 from stepwall.cli import main
 from stepwall.errors import SpecError
 from stepwall.model import build_model
+from stepwall.progress import ProgressBar
 
 SCENARIO = "k26-b300-tp8-ddtree"
 
@@ -183,10 +184,6 @@ class _Tty(io.StringIO):
 
 def test_progress_bar_only_on_a_terminal():
     tty, pipe = _Tty(), io.StringIO()
-    sweep.run_sweep(
-        SCENARIO, [("parallel.tp", [8, 16])], progress=sweep.ProgressBar(tty, after=0.0)
-    )
-    sweep.run_sweep(
-        SCENARIO, [("parallel.tp", [8, 16])], progress=sweep.ProgressBar(pipe, after=0.0)
-    )
+    sweep.run_sweep(SCENARIO, [("parallel.tp", [8, 16])], progress=ProgressBar(tty, after=0.0))
+    sweep.run_sweep(SCENARIO, [("parallel.tp", [8, 16])], progress=ProgressBar(pipe, after=0.0))
     assert "2/2" in tty.getvalue() and pipe.getvalue() == ""
