@@ -36,6 +36,7 @@ from stepwall.errors import (
     SpecError,
     UnitError,
     did_you_mean,
+    first_repeat,
     shown_path,
 )
 from stepwall.loader import (
@@ -1022,7 +1023,7 @@ def read_manifest(path: Path) -> Manifest:
     if not isinstance(data, list) or not data or not all(isinstance(d, str) for d in data):
         raise SpecError(where, "data", "missing or not a list of file names",
                         'CSV files beside the manifest, e.g. data = ["b200-gemm.csv"]')  # fmt: skip
-    twice = next((d for i, d in enumerate(data) if d in data[:i]), None)
+    twice = first_repeat(data)
     if twice is not None:
         raise SpecError(where, "data", f"{twice!r} is listed twice",
                         "each table once; a copy is not another measurement")  # fmt: skip

@@ -11,9 +11,22 @@ import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from stepwall.terminal import visible
+
+T = TypeVar("T")
+
+
+def first_repeat(items: Iterable[T]) -> T | None:
+    """The first item that repeats an earlier one (what a "given twice" error names), or
+    None when all differ."""
+    seen: set[T] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
 
 
 def did_you_mean(word: str, choices: Iterable[str], *, prefix: str = "", quote: bool = True) -> str:

@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 
 from stepwall.compiled import METRIC_UNITS, METRICS, MINIMIZE, OPTIONAL_METRICS, CompiledModel
-from stepwall.errors import SpecError, UnitError, did_you_mean
+from stepwall.errors import SpecError, UnitError, did_you_mean, first_repeat
 from stepwall.loader import INLINE
 from stepwall.progress import ProgressBar, quiet_argument
 from stepwall.terminal import visible
@@ -346,12 +346,12 @@ def plan_search(
     if not decoding:
         raise SpecError("search", "--decoding", "names no decoding kind",
                         "KIND[,KIND…], e.g. autoregressive,mtp")  # fmt: skip
-    twice = next((k for i, k in enumerate(decoding) if k in decoding[:i]), None)
+    twice = first_repeat(decoding)
     if twice is not None:
         raise SpecError("--decoding", twice, "is given twice", "each decoding kind once")
     pairs = list(zip(hardware, list(clusters) * len(hardware) if len(clusters) == 1 else clusters,
                      strict=True))  # fmt: skip
-    twice_pair = next((p for i, p in enumerate(pairs) if p in pairs[:i]), None)
+    twice_pair = first_repeat(pairs)
     if twice_pair is not None:
         raise SpecError("--hardware", twice_pair[0], f"is given twice on {twice_pair[1]}",
                         "each hardware and cluster pair once")  # fmt: skip

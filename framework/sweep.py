@@ -30,7 +30,7 @@ import numpy as np
 
 from stepwall import registry as registries
 from stepwall.compiled import METRIC_UNITS, METRICS, CompiledModel
-from stepwall.errors import SpecError, UnitError, did_you_mean
+from stepwall.errors import SpecError, UnitError, did_you_mean, first_repeat
 from stepwall.formats import Column, Table
 from stepwall.loader import parse_set
 from stepwall.registry import Registry
@@ -352,8 +352,8 @@ def plan_sweep(
     """Check the axes and metrics and compile the model: everything but the evaluation."""
     registry = registry or registries.default()
     keys = [k for k, _ in vary]
-    if len(set(keys)) != len(keys):
-        dup = next(k for k in keys if keys.count(k) > 1)
+    dup = first_repeat(keys)
+    if dup is not None:
         raise SpecError("--vary", dup, "varied twice", "each key once")
     for k in keys:
         if any(s.partition("=")[0].strip() == k for s in sets):

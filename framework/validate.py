@@ -23,7 +23,7 @@ import numpy as np
 
 from stepwall import registry as registries
 from stepwall.compiled import DIAGNOSTIC_METRICS, METRICS
-from stepwall.errors import SpecError, UnitError, did_you_mean
+from stepwall.errors import SpecError, UnitError, did_you_mean, first_repeat
 from stepwall.loader import catalog_root, find_spec_file, read_toml
 from stepwall.model import build_model
 from stepwall.options import option, structure_options
@@ -150,7 +150,7 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
                 raise SpecError(where, at + "date", f"{spec.date!r} is not a date",
                                 _expected("date"))  # fmt: skip
             keys = [a.partition("=")[0].strip() for a in spec.set]
-            twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+            twice = first_repeat(keys)
             if twice is not None:
                 raise SpecError(where, at + "set", f"{twice} is set twice", "each key once")
             if spec.id in seen:

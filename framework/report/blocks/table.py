@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from stepwall.compiled import DIAGNOSTIC_METRICS
+from stepwall.errors import first_repeat
 from stepwall.options import option
 from stepwall.report.blocks import BlockKind
 from stepwall.report.placeholders import Infeasible, csv_number, fill, formatted, unit_scale
@@ -106,7 +107,7 @@ def _axis(report: Report, spec: Any, at: str) -> list[dict[str, Any]]:
     for entry, label in zip(out, labels, strict=True):
         entry["label"] = str(label)
     shown = [e["label"] for e in out]
-    twice = next((x for i, x in enumerate(shown) if x in shown[:i]), None)
+    twice = first_repeat(shown)
     if twice is not None:  # placeholders and the CSV find a cell by its labels
         raise report.err(at, f"the label {twice!r} appears twice", "one entry per label")
     return out
