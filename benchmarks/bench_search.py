@@ -47,9 +47,9 @@ SEARCH = ["deepseek-v3-fp8", "--hardware", "h200,b200", "--cluster", "hgx-h200-i
 def vectorized(chunk: int, repeat: int, grid: bool = True) -> tuple[float, float]:
     """(points per CPU-second, per wall second) of the compiled K2.6 model on ``chunk``
     points: a grid block (tp column × concurrency row) or, with ``grid=False``, flat."""
-    from stepwall import registry as registries
-    from stepwall.compiled import compile_scenario
-    from stepwall.validation import load_scenario
+    from stepwall.model.compose import compile_scenario
+    from stepwall.plugin import registry as registries
+    from stepwall.spec.validation import load_scenario
 
     reg = registries.default()
     sc = load_scenario(K26, reg.kinds)
@@ -74,7 +74,7 @@ def vectorized(chunk: int, repeat: int, grid: bool = True) -> tuple[float, float
 def search_run() -> tuple[int, float, float]:
     """(points, CPU seconds, wall seconds) of the DeepSeek-V3 search, models compiled first
     (from the cache, as after any first run) so that the evaluation is what is timed."""
-    from stepwall import search
+    from stepwall.apps import search
     from stepwall.cli import main
 
     with open(os.devnull, "w") as null:  # compile (or load) the models once

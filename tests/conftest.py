@@ -80,7 +80,7 @@ def toy_factory(base: Any, unit: Any) -> Callable[..., Any]:
     import attrs
     import sympy as sp
 
-    from stepwall.terms import Term
+    from stepwall.core.terms import Term
 
     n = base.parameter("parallel.tp")
     second = unit / base.values[unit]  # a time-valued expression worth one second

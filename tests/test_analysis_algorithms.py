@@ -22,7 +22,7 @@ from stepwall.analyses.elasticity import elasticity
 from stepwall.analyses.optimum import optimum
 from stepwall.analyses.regime import regime
 from stepwall.analyses.wall import wall
-from stepwall.model import StepModel
+from stepwall.model.compose import StepModel
 from stepwall.testing import model as build
 
 Toy = Callable[..., StepModel]

@@ -452,7 +452,7 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     (aside / "binary.toml").write_bytes(BINARY)
     (aside / "badhw.toml").write_text(HARDWARE_MISSING_FIELD)
     monkeypatch.chdir(work)
-    from stepwall.loader import catalog_root
+    from stepwall.core.catalog import catalog_root
 
     return {
         "work": str(work),
@@ -526,7 +526,7 @@ def test_interrupt_is_one_line(monkeypatch, capsys) -> None:
 def test_interrupted_report_leaves_the_previous_one(tmp_path, monkeypatch) -> None:
     """A report folder is built aside and moved into place: an interruption midway leaves
     the previous report untouched and no stray folder."""
-    from stepwall import output
+    from stepwall.io import output
 
     out = tmp_path / "rep"
     output.write_folder(out, {"REPORT.md": b"old", "a.csv": b"1"})
@@ -548,8 +548,8 @@ def test_interrupted_report_leaves_the_previous_one(tmp_path, monkeypatch) -> No
 
 
 def test_failed_file_write_leaves_no_temporary(tmp_path, monkeypatch) -> None:
-    from stepwall import output
-    from stepwall.errors import SpecError
+    from stepwall.core.errors import SpecError
+    from stepwall.io import output
 
     target = tmp_path / "x.csv"
     target.write_text("previous")

@@ -18,8 +18,8 @@ import pytest
 import test_bad_inputs
 from test_bad_inputs import BASE, REFUSE, _check, _outcome
 
-from stepwall.loader import MAX_FROM_DEPTH
-from stepwall.report.placeholders import MAX_PRECISION, MAX_WIDTH
+from stepwall.apps.report.placeholders import MAX_PRECISION, MAX_WIDTH
+from stepwall.spec.loader import MAX_FROM_DEPTH
 
 place = test_bad_inputs.place  # the corpus's fixture: an empty working folder and files aside
 
@@ -307,7 +307,7 @@ def test_an_empty_fit_is_refused(given, place, capsys) -> None:
 def test_version_loads_no_plugin(place, capsys, monkeypatch) -> None:
     """``--version`` is stepwall's version: it builds no registry (a slow third-party
     plugin's import is not paid, so no warning is owed)."""
-    from stepwall import registry
+    from stepwall.plugin import registry
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("--version loaded the plugins")

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from test_bad_inputs import BASE, REFUSE, _check, _outcome, place  # noqa: F401 (a fixture)
 
-from stepwall import calibrate, compiled
-from stepwall import registry as registries
+from stepwall.apps import calibrate
 from stepwall.cli import COMMANDS
+from stepwall.numeric import compiled
+from stepwall.plugin import registry as registries
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = str(ROOT / "tests" / "data" / "calibration" / "demo-gpu.toml")

@@ -21,13 +21,12 @@ import pytest
 import sympy as sp
 from test_bad_inputs import BASE, REFUSE, _check, _outcome, place  # noqa: F401 (a fixture)
 
-from stepwall.analyses import Analysis, Derivation, option
-from stepwall.errors import PluginError
-from stepwall.fields import KindSpec, quantity
-from stepwall.formats import Format
-from stepwall.hookspecs import hookimpl
-from stepwall.report.blocks import BlockKind
-from stepwall.terms import Constraint, Term
+from stepwall.analyses import Derivation, option
+from stepwall.core.errors import PluginError
+from stepwall.core.fields import KindSpec, quantity
+from stepwall.core.terms import Constraint, Term
+from stepwall.plugin.entries import Analysis, BlockKind, Format
+from stepwall.plugin.hookspecs import hookimpl
 from stepwall.testing import PluginKit, run_cli
 
 OK = 0
@@ -279,10 +278,10 @@ def test_a_field_default_that_is_no_number_is_refused(default: object) -> None:
 ENTRY_POINTS = {
     "exits": ("import sys\nsys.exit(3)\n", "cannot load entry point ep_exits: SystemExit(3)"),
     "nohooks": ("X = 5\n", "is a int with no @hookimpl function"),
-    "gpu": ("from stepwall.hookspecs import hookimpl\n@hookimpl\n"
+    "gpu": ("from stepwall.plugin.hookspecs import hookimpl\n@hookimpl\n"
             "def stepwall_fixed_terms(scenario):\n    return []\n",
             "the name is a built-in plugin's"),
-    "badargs": ("from stepwall.hookspecs import hookimpl\n@hookimpl\n"
+    "badargs": ("from stepwall.plugin.hookspecs import hookimpl\n@hookimpl\n"
                 "def stepwall_fixed_terms(scenario, nonsense):\n    return []\n",
                 "can not be found in the hookspec"),
 }  # fmt: skip

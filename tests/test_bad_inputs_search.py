@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_bad_inputs import BASE, REFUSE, _check, _outcome, place  # noqa: F401 (a fixture)
 
-from stepwall import progress
+from stepwall.core import progress
 
 SEARCH = ["search", "deepseek-v3-fp8", "--hardware", "h200", "--cluster", "hgx-h200-ib"]
 SMALL = [*SEARCH, "--gpus", "8", "--batch", "1,8,64,512"]
@@ -123,7 +123,7 @@ def test_a_huge_search_is_refused_before_it_allocates(extra, capsys) -> None:
 
 
 class _Clock:
-    """A fake `stepwall.progress._now`: each reading is ``step`` seconds after the last."""
+    """A fake `stepwall.core.progress._now`: each reading is ``step`` seconds after the last."""
 
     def __init__(self, step: float) -> None:
         self.t, self.step = 0.0, step
@@ -261,7 +261,7 @@ def test_no_feasible_row_is_said_so(tmp_path, capsys) -> None:
 def _small_result(
     chunk: int, where: tuple[str, ...] = (), gpus: tuple[int, ...] = (7, 8)
 ) -> object:
-    from stepwall import search
+    from stepwall.apps import search
 
     spec = search.Spec(where=tuple(search.parse_condition(w, "--where") for w in where))
     plan = search.plan_search("deepseek-v3-fp8", ["h200"], ["hgx-h200-ib"], gpus=list(gpus),
@@ -284,7 +284,7 @@ def test_constraint_and_filter_counts_do_not_depend_on_chunking() -> None:
 def test_empty_error_names_what_removed_everything() -> None:
     import attrs
 
-    from stepwall import search
+    from stepwall.apps import search
 
     empty = _small_result(1 << 16, gpus=(7,))
     worst = max(empty.failed, key=empty.failed.__getitem__)

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from stepwall import compiled
+from stepwall.model import compose
+from stepwall.numeric import compiled
+from stepwall.spec.validation import load_scenario
 from stepwall.testing import registry
-from stepwall.validation import load_scenario
 
 SCENARIO = "k26-b300-tp8-ddtree"
 
@@ -99,7 +100,7 @@ def test_concurrent_writers_leave_a_readable_cache(tmp_path: Path) -> None:
 
 
 def test_a_plugin_without_a_module_file_is_not_cached(tmp_path, monkeypatch) -> None:
-    from stepwall.hookspecs import hookimpl
+    from stepwall.plugin.hookspecs import hookimpl
 
     class Fixed:  # defined here: its code has no file the cache could key on
         @hookimpl
@@ -109,10 +110,10 @@ def test_a_plugin_without_a_module_file_is_not_cached(tmp_path, monkeypatch) -> 
     monkeypatch.setenv("STEPWALL_CACHE_DIR", str(tmp_path))
     reg = registry(Fixed())
     assert compiled.code_identity(reg) is None
-    compiled.compile_scenario(load_scenario(SCENARIO, reg.kinds), reg)
+    compose.compile_scenario(load_scenario(SCENARIO, reg.kinds), reg)
     assert not list(tmp_path.glob("model-*.json"))
     builtins = registry()
-    compiled.compile_scenario(load_scenario(SCENARIO, builtins.kinds), builtins)
+    compose.compile_scenario(load_scenario(SCENARIO, builtins.kinds), builtins)
     assert len(list(tmp_path.glob("model-*.json"))) == 1
 
 
@@ -197,10 +198,10 @@ def test_warnings_are_repeated_from_the_cache(tmp_path: Path) -> None:
 
 
 def test_other_options_take_the_full_path() -> None:
-    from stepwall import point_cache
+    from stepwall.cli import cached_eval
 
-    assert point_cache.parse(["x", "--set", "a=1", "--json"]) == ("x", ("a=1",), "json")
-    assert point_cache.parse(["x", "--set=a=1", "--format=text"]) == ("x", ("a=1",), "text")
+    assert cached_eval.parse(["x", "--set", "a=1", "--json"]) == ("x", ("a=1",), "json")
+    assert cached_eval.parse(["x", "--set=a=1", "--format=text"]) == ("x", ("a=1",), "text")
     for argv in (["x", "--allow-infeasible"], ["x", "--format", "csv"], ["--help"], ["x", "y"],
                  ["x", "--js"], []):  # fmt: skip
-        assert point_cache.parse(argv) is None, argv
+        assert cached_eval.parse(argv) is None, argv

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from stepwall import registry
-from stepwall.calibrate import calibrate, fit, load_entry, value_text
+from stepwall.apps.calibrate import calibrate, fit, load_entry, value_text
 from stepwall.cli import main
-from stepwall.units import BANDWIDTH, DIMENSIONLESS, TIME, parse_quantity
+from stepwall.core.units import BANDWIDTH, DIMENSIONLESS, TIME, parse_quantity
+from stepwall.plugin import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "calibration"

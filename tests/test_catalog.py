@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from stepwall.cli import main
-from stepwall.model import build_model
+from stepwall.model.compose import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"

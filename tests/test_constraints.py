@@ -12,11 +12,11 @@ import pytest
 import sympy as sp
 
 from stepwall.analyses.optimum import optimum
-from stepwall.errors import DimensionError, PluginError, SpecError
-from stepwall.hookspecs import hookimpl
-from stepwall.model import build_model
-from stepwall.terms import Constraint, Term
-from stepwall.units import format_quantity, parse_quantity
+from stepwall.core.errors import DimensionError, PluginError, SpecError
+from stepwall.core.terms import Constraint, Term
+from stepwall.core.units import format_quantity, parse_quantity
+from stepwall.model.compose import build_model
+from stepwall.plugin.hookspecs import hookimpl
 
 BASE = "k26-b300-tp8-ddtree"
 
@@ -205,7 +205,7 @@ def test_spec_errors_pickle() -> None:
 
 
 def test_slow_plugin_imports_are_named() -> None:
-    from stepwall import registry
+    from stepwall.plugin import registry
 
     reg = registry.build(autoload=False)
     reg.import_seconds["heavy"] = 5.0

@@ -7,10 +7,10 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepwall.laws import chain_accepted, tree_accepted
-from stepwall.model import build_model
-from stepwall.symbols import parameter
-from stepwall.units import DIMENSIONLESS
+from stepwall.core.laws import chain_accepted, tree_accepted
+from stepwall.core.symbols import parameter
+from stepwall.core.units import DIMENSIONLESS
+from stepwall.model.compose import build_model
 
 
 def test_mtp_chain_matches_measured_mtp1_held_out() -> None:

@@ -14,8 +14,8 @@ from stepwall.analyses.optimum import optimum
 from stepwall.analyses.regime import regime
 from stepwall.analyses.wall import wall
 from stepwall.cli import main
-from stepwall.errors import SpecError
-from stepwall.model import build_model
+from stepwall.core.errors import SpecError
+from stepwall.model.compose import build_model
 from stepwall.plugins.moe_plateau import plateau
 
 

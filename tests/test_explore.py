@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from stepwall.cli import main
-from stepwall.errors import SpecError
-from stepwall.explore import (
+from stepwall.apps.explore import (
     MAX_BYTES,
     Unsupported,
     default_free,
@@ -22,7 +20,9 @@ from stepwall.explore import (
     js_function,
     make_controls,
 )
-from stepwall.model import build_model
+from stepwall.cli import main
+from stepwall.core.errors import SpecError
+from stepwall.model.compose import build_model
 
 SCENARIO = "k26-b300-tp8-ddtree"
 
@@ -70,7 +70,7 @@ def test_page_carries_the_model_not_its_numbers(model, page: str) -> None:
 def test_page_reduces_expressions_as_the_evaluator_does(model, page: str) -> None:
     """The page's subexpressions are those of `compile_model`'s lambdify (same list, same
     cse), so it computes in the same order: a tripwire for a change to that list."""
-    from stepwall.model import compile_model
+    from stepwall.model.compose import compile_model
 
     source = compile_model(model, scalar=True).scalar_source
     py = dict(re.findall(r"^    (x\d+) = (.*)$", source, re.M))
@@ -150,10 +150,10 @@ def test_expression_graph_shares_subtrees() -> None:
 
 
 def test_page_compiles_every_metric_the_model_has(model, page: str) -> None:
-    """The metrics come from the model itself (`stepwall.compiled.METRICS`, those the specs
+    """The metrics come from the model itself (`stepwall.numeric.compiled.METRICS`, those the specs
     give): a metric added there is in the page without a change here; one the specs cannot
     give (energy without a board power) is left out, as eval leaves it unknown."""
-    from stepwall.compiled import METRICS, OPTIONAL_METRICS
+    from stepwall.numeric.compiled import METRICS, OPTIONAL_METRICS
 
     doc = data_of(page)
     assert doc["metrics"] == [m for m in METRICS if m in model.metrics]

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import sympy as sp
 
-from stepwall.explore import js_function
+from stepwall.apps.explore import js_function
 
 SCENARIO = "k26-b300-tp8-ddtree"
 FREE = [
@@ -176,14 +176,15 @@ MEMORY = {
 }
 
 
-# Metrics of the model (stepwall.compiled.METRICS) that `eval --json` does not print: checked
+# Metrics of the model (stepwall.numeric.compiled.METRICS) that `eval --json` does not print:
+# checked
 # against the evaluator eval runs (the same compiled function, in this process) instead.
 NOT_IN_EVAL_JSON = {"request_s"}
 
 
 def evaluator(sets: list[str], scenario: str = SCENARIO) -> dict[str, Any]:
     """What `stepwall eval` computes at ``sets`` (the --set arguments), in this process."""
-    from stepwall.model import build_model
+    from stepwall.model.compose import build_model
 
     values: dict[str, Any] = build_model(scenario, sets[1::2]).evaluate()
     return values
@@ -255,8 +256,8 @@ def test_overlapped_scenario_with_default_controls_equals_eval(
 def test_ids_and_provenance_are_shown(page: Any) -> None:
     """The stable ids tools read, the scenario's metrics all present, the provenance block
     (spec files with their SHA-256, versions, the command) visible."""
-    from stepwall.compiled import METRICS
-    from stepwall.model import build_model
+    from stepwall.model.compose import build_model
+    from stepwall.numeric.compiled import METRICS
 
     model = build_model(SCENARIO)
     shown = {e.get_attribute("id") for e in page.query_selector_all("[id^='metric-']")}

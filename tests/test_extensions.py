@@ -11,11 +11,11 @@ from typing import IO, Any
 import attrs
 import pytest
 
-from stepwall import reference
-from stepwall.analyses import Analysis, Derivation, option
-from stepwall.formats import Format, Table
-from stepwall.hookspecs import hookimpl
-from stepwall.report.blocks import BlockKind
+from stepwall.analyses import Derivation, option
+from stepwall.apps import reference
+from stepwall.io.formats import Table
+from stepwall.plugin.entries import Analysis, BlockKind, Format
+from stepwall.plugin.hookspecs import hookimpl
 
 SCENARIO = "k26-b300-tp8-ddtree"
 

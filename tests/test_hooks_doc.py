@@ -1,4 +1,5 @@
-"""docs/hooks.md documents every hook of framework/hookspecs.py with its exact signature."""
+"""docs/hooks.md documents every hook of framework/stepwall/plugin/hookspecs.py with its exact
+signature."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stepwall import hookspecs
+from stepwall.plugin import hookspecs
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "hooks.md"
 HEADING = re.compile(r"^## `(?P<sig>(?P<name>\w+)\(.*\)(?: -> .+)?)`\s*$")

@@ -18,7 +18,7 @@ import pytest
 from test_bad_inputs import BASE, REFUSE, _check, _outcome, place
 
 from stepwall.cli import main
-from stepwall.terminal import visible
+from stepwall.core.terminal import visible
 
 __all__ = ["place"]  # the fixture, used by name
 
@@ -174,7 +174,7 @@ def test_a_full_device_is_one_line_and_stays_a_device(place, capsys, tmp_path) -
 
 
 def test_a_socket_is_refused_before_any_work(place, capsys, tmp_path, monkeypatch) -> None:
-    from stepwall import sweep
+    from stepwall.apps import sweep
 
     monkeypatch.chdir(tmp_path)  # a short path: sockets' names are limited to 108 bytes
     with socket.socket(socket.AF_UNIX) as s:
@@ -196,7 +196,7 @@ def test_a_block_device_is_refused(place, capsys, tmp_path) -> None:
 
 
 def test_a_report_folder_through_a_symlink_keeps_the_link(tmp_path) -> None:
-    from stepwall import output
+    from stepwall.io import output
 
     real = tmp_path / "real"
     output.write_folder(real, {"REPORT.md": b"old"})
@@ -209,8 +209,8 @@ def test_a_report_folder_through_a_symlink_keeps_the_link(tmp_path) -> None:
 
 
 def test_a_report_folder_never_replaces_a_fifo(tmp_path) -> None:
-    from stepwall import output
-    from stepwall.errors import SpecError
+    from stepwall.core.errors import SpecError
+    from stepwall.io import output
 
     fifo = tmp_path / "rep"
     os.mkfifo(fifo)

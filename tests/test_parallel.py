@@ -1,4 +1,4 @@
-"""`stepwall.parallel.Jobs`: results in order whoever computed them, errors raised by the
+"""`stepwall.numeric.parallel.Jobs`: results in order whoever computed them, errors raised by the
 caller, the same values with and without the helper process."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import pytest
 import sympy as sp
 
-from stepwall.parallel import Jobs
+from stepwall.numeric.parallel import Jobs
 
 
 def _jobs(n: int) -> list:

@@ -12,8 +12,8 @@ import pytest
 import sympy as sp
 
 from stepwall.cli import main
-from stepwall.errors import SpecError
-from stepwall.model import StepModel, build_model
+from stepwall.core.errors import SpecError
+from stepwall.model.compose import StepModel, build_model
 from stepwall.plugins.moe_transformer import ffn_params
 
 

@@ -13,11 +13,11 @@ import attrs
 import pytest
 from conftest import write_guide_package
 
-from stepwall import registry
-from stepwall.errors import DimensionError, PluginError
-from stepwall.fields import KindSpec
-from stepwall.hookspecs import hookimpl
-from stepwall.terms import Term
+from stepwall.core.errors import DimensionError, PluginError
+from stepwall.core.fields import KindSpec
+from stepwall.core.terms import Term
+from stepwall.plugin import registry
+from stepwall.plugin.hookspecs import hookimpl
 from stepwall.testing import (
     evaluate,  # the fixture stepwall_plugin comes via pytest11
     run_cli,
@@ -158,8 +158,8 @@ def test_kind_already_claimed_names_both_plugins(stepwall_plugin) -> None:
 
 BROKEN = {
     "claims_gpu": (
-        "from stepwall.hookspecs import hookimpl\n"
-        "from stepwall.fields import KindSpec\n"
+        "from stepwall.plugin.hookspecs import hookimpl\n"
+        "from stepwall.core.fields import KindSpec\n"
         "class F: pass\n"
         "@hookimpl\n"
         "def stepwall_spec_kinds():\n"
@@ -167,14 +167,14 @@ BROKEN = {
         "kind 'gpu' of section 'hardware' is already claimed by plugin gpu",
     ),
     "kinds_raise": (
-        "from stepwall.hookspecs import hookimpl\n"
+        "from stepwall.plugin.hookspecs import hookimpl\n"
         "@hookimpl\n"
         "def stepwall_spec_kinds():\n"
         "    raise RuntimeError('no kinds today')\n",
         "stepwall_spec_kinds raised RuntimeError('no kinds today')",
     ),
     "misspelled": (
-        "from stepwall.hookspecs import hookimpl\n"
+        "from stepwall.plugin.hookspecs import hookimpl\n"
         "@hookimpl\n"
         "def stepwall_compute_term(scenario, ops):\n"
         "    return None\n",

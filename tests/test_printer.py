@@ -1,4 +1,4 @@
-"""Generated model functions (`stepwall.printer`) compute what sympy's own ``lambdify``
+"""Generated model functions (`stepwall.numeric.printer`) compute what sympy's own ``lambdify``
 computes for the same expressions, define each shared subexpression once before its first
 use, and keep none that nothing reads."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from stepwall.model import METRICS, build_model
-from stepwall.printer import (
+from stepwall.model.compose import METRICS, build_model
+from stepwall.numeric.printer import (
     compile_function,
     function_source,
     read_definitions,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepwall import symbols
-from stepwall.model import build_model
-from stepwall.units import FREQUENCY, INFORMATION, TIME
+from stepwall.core import symbols
+from stepwall.core.units import FREQUENCY, INFORMATION, TIME
+from stepwall.model.compose import build_model
 
 SCENARIOS = ("k26-b300-tp8-ddtree", "k26-b300-tp1-moe")
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from stepwall.cli import main
-from stepwall.loader import catalog_names
-from stepwall.model import build_model, model_summary
+from stepwall.model.compose import build_model, model_summary
+from stepwall.spec.loader import catalog_names
 
 
 def test_eval_json_names_file_and_source_of_each_parameter(capsys) -> None:

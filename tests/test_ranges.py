@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stepwall.analyses.ranges import bounds, inputs
 from stepwall.cli import main
-from stepwall.errors import UnitError
-from stepwall.model import StepModel, build_model
-from stepwall.ranges import bounds, inputs, parse_range
+from stepwall.core.errors import UnitError
+from stepwall.model.compose import StepModel, build_model
+from stepwall.spec.grammar import parse_range
 
 # ---------------------------------------------------------------- parsing
 
@@ -89,8 +90,8 @@ def test_a_bad_range_on_the_command_line_names_set_and_key(capsys: Any) -> None:
 def test_a_range_on_a_key_that_shapes_the_model_is_refused(monkeypatch: Any) -> None:
     """A plugin that reads a value while building makes the key structural; a range is kept
     only where the model built at each end has the same expressions (`same_shape`)."""
-    from stepwall import ranges
-    from stepwall.errors import SpecError
+    from stepwall.analyses import ranges
+    from stepwall.core.errors import SpecError
 
     base = build_model("dsv3-h200-tp8")
     # no shared expert: the shared-expert term is gone, whatever the routed ones do

@@ -3,13 +3,13 @@ the registry declares, to the byte."""
 
 import json
 
-from stepwall.reference import builtin_markdown, generated
+from stepwall.apps.reference import builtin_markdown, generated
 
 
 def test_reference_docs_are_in_sync() -> None:
     stale = [str(p) for p, text in generated().items()
              if not p.is_file() or p.read_text(encoding="utf-8") != text]  # fmt: skip
-    assert not stale, f"regenerate: python -m stepwall.reference --write\n{stale}"
+    assert not stale, f"regenerate: python -m stepwall.apps.reference --write\n{stale}"
 
 
 def test_every_field_is_documented() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stepwall.cli import main
-from stepwall.model import build_model
+from stepwall.model.compose import build_model
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "docs" / "reports"
@@ -51,7 +51,7 @@ def test_report_twice_is_byte_identical(shipped, tmp_path):
 
 @pytest.mark.slow
 def test_report_is_the_same_without_the_helper_process(shipped, tmp_path):
-    """Blocks' heavy work runs in a forked helper on a second core (stepwall.parallel); one
+    """Blocks' heavy work runs in a forked helper on a second core (stepwall.numeric.parallel); one
     process alone writes the same bytes."""
     alone = _fresh([SHIPPED], tmp_path, {"STEPWALL_NO_FORK": "1"})
     assert alone.keys() == shipped.keys()

@@ -19,7 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepwall.report.plots import plot_metric_vs_key, plot_predicted_vs_measured, stable_svg_ids
+from stepwall.apps.report.plots import (
+    plot_metric_vs_key,
+    plot_predicted_vs_measured,
+    stable_svg_ids,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,15 +19,17 @@ import pytest
 import sympy as sp
 from conftest import toy_factory
 
-from stepwall.analyses import Analysis, AnalysisOptions, Context, Derivation, Equation, run
+from stepwall.analyses import Derivation, Equation
 from stepwall.analyses import roots as R
+from stepwall.analyses.base import AnalysisOptions, Context, run
 from stepwall.analyses.common import bisect
 from stepwall.analyses.crossover import crossover
 from stepwall.analyses.sensitivity import attach, gradient, sensitivities
-from stepwall.hookspecs import hookimpl
-from stepwall.model import StepModel
+from stepwall.core.units import TIME
+from stepwall.model.compose import StepModel
+from stepwall.plugin.entries import Analysis
+from stepwall.plugin.hookspecs import hookimpl
 from stepwall.testing import model as build
-from stepwall.units import TIME
 
 X = sp.Symbol("x", positive=True)
 

@@ -28,7 +28,7 @@ from stepwall.analyses.optimum import optimum
 from stepwall.analyses.regime import regime
 from stepwall.analyses.sensitivity import attach
 from stepwall.analyses.wall import wall
-from stepwall.model import StepModel, build_model
+from stepwall.model.compose import StepModel, build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP = 1e-2  # ±1% (the values enter the numeric root rounded to 6 digits)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from stepwall.cli import main
-from stepwall.loader import catalog_root
-from stepwall.units import parse_quantity
+from stepwall.core.catalog import catalog_root
+from stepwall.core.units import parse_quantity
 
 MODEL, HW, CLUSTER = "deepseek-v3-fp8", "h200", "hgx-h200-ib"
 BATCH = (1, 8, 64, 512)
@@ -214,7 +214,7 @@ def test_chunking_does_not_change_the_answer(small) -> None:
 
 
 def test_pareto_is_independent_of_grouping() -> None:
-    from stepwall.search import pareto
+    from stepwall.apps.search import pareto
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 20, 500).astype(float)

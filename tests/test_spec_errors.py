@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stepwall.cli import main
-from stepwall.loader import catalog_root
+from stepwall.core.catalog import catalog_root
 
 BASE = "k26-b300-tp8-ddtree"  # a shipped scenario the bad files start from
 

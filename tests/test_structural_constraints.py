@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from test_bad_inputs import REFUSE, _check, _outcome, place  # noqa: F401  (place: a fixture)
 
-from stepwall.constraints import MEMORY
-from stepwall.loader import catalog_names
-from stepwall.model import build_model
+from stepwall.model.compose import build_model
+from stepwall.model.constraints import MEMORY
+from stepwall.spec.loader import catalog_names
 
 LLAMA, DSV3, GPTOSS = "llama70b-fp8-h200-tp1", "dsv3-h200-tp8", "gptoss120b-b200-tp4"
 

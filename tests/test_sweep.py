@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from stepwall import sweep
+from stepwall.apps import sweep
 from stepwall.cli import main
-from stepwall.errors import SpecError
-from stepwall.model import build_model
-from stepwall.progress import ProgressBar
+from stepwall.core.errors import SpecError
+from stepwall.core.progress import ProgressBar
+from stepwall.model.compose import build_model
 
 SCENARIO = "k26-b300-tp8-ddtree"
 

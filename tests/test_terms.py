@@ -6,14 +6,11 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from stepwall import registry
 from stepwall.cli import main
-from stepwall.errors import DimensionError, PluginError, SpecError, StepwallError
-from stepwall.hookspecs import hookimpl
-from stepwall.model import build_model
-from stepwall.symbols import constant, parameter
-from stepwall.terms import Op, Term
-from stepwall.units import (
+from stepwall.core.errors import DimensionError, PluginError, SpecError, StepwallError
+from stepwall.core.symbols import constant, parameter
+from stepwall.core.terms import Op, Term
+from stepwall.core.units import (
     BANDWIDTH,
     DIMENSIONLESS,
     INFORMATION,
@@ -22,6 +19,9 @@ from stepwall.units import (
     magnitude,
     parse_quantity,
 )
+from stepwall.model.compose import build_model
+from stepwall.plugin import registry
+from stepwall.plugin.hookspecs import hookimpl
 
 SCENARIO = "k26-b300-tp8-ddtree"
 # Constants are declared at import time, as the built-in plugins do: a scenario loaded
@@ -228,9 +228,9 @@ def test_in_a_spec_a_slip_is_an_error_not_a_scale() -> None:
 
 
 def test_a_constant_declared_inside_a_hook_is_evaluated() -> None:
-    from stepwall import symbols
-    from stepwall.hookspecs import hookimpl
-    from stepwall.terms import Term
+    from stepwall.core import symbols
+    from stepwall.core.terms import Term
+    from stepwall.plugin.hookspecs import hookimpl
 
     class LatePlugin:
         @hookimpl
@@ -238,16 +238,16 @@ def test_a_constant_declared_inside_a_hook_is_evaluated() -> None:
             tick = symbols.constant("const.test_late_tick", "3 us")
             return [Term("late.tick", tick, "late", "a constant made inside the hook")]
 
-    from stepwall import registry
-    from stepwall.model import build_model
+    from stepwall.model.compose import build_model
+    from stepwall.plugin import registry
 
     m = build_model("k26-b300-tp8-ddtree", registry=registry.build(extra=(LatePlugin(),)))
     assert float(m.evaluate()["terms"]["late.tick"]) == 3e-6
 
 
 def test_evaluate_rejects_an_unknown_path_as_bad_input() -> None:
-    from stepwall.errors import SpecError
-    from stepwall.model import build_model
+    from stepwall.core.errors import SpecError
+    from stepwall.model.compose import build_model
 
     with pytest.raises(SpecError, match=r"no\.such\.path"):
         build_model("k26-b300-tp8-ddtree").evaluate({"no.such.path": 1.0})

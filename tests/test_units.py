@@ -13,9 +13,9 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepwall.dimensions import dimension_of
-from stepwall.errors import DimensionError, StepwallError, UnitError
-from stepwall.units import (
+from stepwall.core.dimensions import dimension_of
+from stepwall.core.errors import DimensionError, StepwallError, UnitError
+from stepwall.core.units import (
     BANDWIDTH,
     COMPUTE_RATE,
     DIMENSIONLESS,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from stepwall import validate
+from stepwall.apps import validate
 from stepwall.cli import main
-from stepwall.loader import read_toml
-from stepwall.model import build_model
+from stepwall.model.compose import build_model
+from stepwall.spec.loader import read_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "specs" / "validation"

@@ -9,7 +9,7 @@ import sys
 import attrs
 import numpy as np
 import pytest
-from stepwall import registry
+from stepwall.plugin import registry
 from stepwall.testing import run_cli
 
 import stepwall_offload
@@ -145,7 +145,7 @@ def test_disable_autoload_turns_the_plugin_off() -> None:
 
 @pytest.mark.parametrize("entry", sorted((stepwall_offload.SPECS / "hardware").glob("*.toml")))
 def test_shipped_hardware_entries_check(entry) -> None:
-    from stepwall.validation import check_file
+    from stepwall.spec.validation import check_file
 
     hooks = registry.build(extra=(plugin,), autoload=False)
     assert check_file(entry, hooks.kinds).startswith("ok:")

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from stepwall import registry
-from stepwall.calibrate import DataFile, Problem, Row, build_problem, load_entry
+from stepwall.apps.calibrate import DataFile, Problem, Row, build_problem, load_entry
+from stepwall.plugin import registry
 
 HERE = Path(__file__).resolve().parent
 SEED = 20260714

@@ -1,0 +1,1711 @@
+"""Configuration search: the Pareto frontier of a model's serving layouts on several hardware
+options, the best layout at each interactivity target, and why it is the best.
+
+What is searched (`plan_search`). For each hardware option (a GPU spec with its cluster) and
+each decoding kind, the model is compiled once (`stepwall.model.compose.compile_scenario`, from the
+disk cache when its shape was compiled before): one *variant*. Each variant's space is the
+product of
+
+- layouts: for each deployment size N (``--gpus``), every tp dividing N within one scale-up
+  domain, every ep dividing N/tp, and dp = N/(tp·ep) replicas (the cluster grows to N GPUs
+  when it has fewer: ``cluster.nodes``);
+- the batch per attention rank b (``--batch``): a replica serves C = b·ep users
+  (``workload.concurrency``), so wide-EP layouts are searched at the same per-rank batches
+  as TP layouts;
+- any other numeric axes (``--vary KEY=VALUES``).
+
+None of these keys decides the model's shape (a key that does, a *structural* key, splits the
+variant into one compiled model per value), so a chunk of the space is one vectorized call of
+the compiled closed form. Chunks are independent: each returns its own Pareto frontier and its
+best point per target, and merging them gives the same answer in any order or grouping
+(`merge`), which is what lets ``--dask`` spread chunks over processes or machines and still
+agree exactly with the single-process run, in memory bounded by the chunk size.
+
+Every reported point satisfies every constraint of the model (memory, divisibility, cluster
+size, …: the compiled ``feasible``) and every ``--where``/``--ttft`` filter; its metrics are
+evaluated again from its configuration at the end, and its ``command`` is the ``stepwall
+eval`` line that reproduces it.
+
+Pareto order. A point dominates another when it is at least as good on both axes and better
+on one, or equal on both and earlier in the enumeration (its point id), so the frontier is
+unique and independent of how the space was chunked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import json
+import logging
+import math
+import os
+import re
+import shlex
+import sys
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from stepwall.apps.report.plots import _figure, _svg
+from stepwall.apps.sweep import MAX_VALUES, axis_values, check_points, parse_span, parse_vary
+from stepwall.core.errors import SpecError, UnitError, did_you_mean, first_repeat
+from stepwall.core.progress import ProgressBar, quiet_argument
+from stepwall.core.terminal import visible, warn
+from stepwall.core.units import parse_quantity, parse_unit
+from stepwall.io import output
+from stepwall.io.formats import Column, Table, write_json
+from stepwall.model.compose import compile_scenario
+from stepwall.model.economics import NEEDS
+from stepwall.numeric.compiled import (
+    METRIC_UNITS,
+    METRICS,
+    MINIMIZE,
+    OPTIONAL_METRICS,
+    CompiledModel,
+)
+from stepwall.plugin import registry as registries
+from stepwall.spec.loader import INLINE
+from stepwall.spec.validation import load_scenario
+
+CHUNK = 65_536
+MAX_GPUS = 65_536  # GPUs in one deployment (--gpus)
+DEFAULT_BATCH = (
+    1,
+    2,
+    3,
+    4,
+    6,
+    8,
+    12,
+    16,
+    24,
+    32,
+    48,
+    64,
+    96,
+    128,
+    192,
+    256,
+    384,
+    512,
+    768,
+    1024,
+    1536,
+    2048,
+)
+AIC_CONFIGS_PER_S = 150.0  # aiconfigurator's own search rate (~900 configurations in ~6 s)
+LAYOUT_KEYS = ("parallel.tp", "parallel.ep", "parallel.dp", "cluster.nodes", "workload.concurrency")
+
+
+# ---------------------------------------------------------------- conditions
+
+
+@attrs.frozen
+class Condition:
+    """``metric op value`` (value in SI), e.g. tokens_per_s_per_user >= 50."""
+
+    metric: str
+    op: str
+    value: float
+    text: str
+
+    def holds(self, x: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.asarray(_OPS[self.op](x, self.value), dtype=bool)
+
+
+_OPS: dict[str, Callable[[Any, float], Any]] = {
+    ">=": np.greater_equal,
+    "<=": np.less_equal,
+    ">": np.greater,
+    "<": np.less,
+}
+_COND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)?\s*(>=|<=|>|<)\s*(\S.*?)\s*$")
+
+
+def parse_condition(text: str, where: str, metric: str | None = None) -> Condition:
+    """``"tokens_per_s_per_user>=50"``, ``"ttft_s<=2s"``; with ``metric`` the name may be
+    left out (``--ttft "<=2s"``). Values take units of the metric's dimension (2s, 500ms;
+    a bare number is in the metric's own unit) and are > 0, as every metric is."""
+    m = _COND.match(text)
+    expect = 'METRIC>=VALUE or METRIC<=VALUE, e.g. "tokens_per_s_per_user>=50"'
+    if not m or not (m.group(1) or metric):
+        raise SpecError(where, text, "not a condition", expect)
+    name = m.group(1) or metric or ""
+    check_metric(name, where)
+    unit = METRIC_UNITS.get(name, "")
+    try:
+        value, dim = parse_quantity(m.group(3))
+        want = parse_unit(unit)[1]
+    except UnitError as e:
+        raise SpecError(where, text, str(e), expect) from None
+    if not math.isfinite(value):
+        raise SpecError(where, text, "the value is not finite", expect)
+    if dim != want and not dim.dimensionless:
+        raise SpecError(where, text, f"{m.group(3)!r} is not {unit or 'a plain number'} "
+                        f"({dim} is not {want})", f"a value in {unit or 'no unit'}, as {name} "
+                        "is")  # fmt: skip
+    if value <= 0:
+        raise SpecError(where, text, f"{name} is positive, so {m.group(3)!r} cannot bound it",
+                        f"a value > 0 in {unit or 'no unit'}")  # fmt: skip
+    return Condition(name, m.group(2), value, f"{name}{m.group(2)}{m.group(3)}")
+
+
+def check_consistent(conditions: Sequence[Condition], where: str) -> None:
+    """Refuse conditions on one metric that no value meets together (x>=10 and x<=5)."""
+    for name in dict.fromkeys(c.metric for c in conditions):
+        own = [c for c in conditions if c.metric == name]
+        lows = [c for c in own if c.op in (">=", ">")]
+        highs = [c for c in own if c.op in ("<=", "<")]
+        if not lows or not highs:
+            continue
+        lo = max(lows, key=lambda c: (c.value, c.op == ">"))
+        hi = min(highs, key=lambda c: (c.value, c.op != "<"))
+        if lo.value > hi.value or (lo.value == hi.value and (lo.op == ">" or hi.op == "<")):
+            raise SpecError(where, f"{lo.text} and {hi.text}", "no value meets both",
+                            f"conditions on {name} that some value meets")  # fmt: skip
+
+
+def check_metric(name: str, where: str) -> str:
+    if name not in METRICS:
+        raise SpecError(
+            where,
+            name,
+            f"unknown metric{did_you_mean(name, METRICS)}",
+            f"one of: {', '.join(METRICS)}",
+        )
+    return name
+
+
+def _sign(metric: str) -> float:
+    return -1.0 if metric in MINIMIZE else 1.0
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@attrs.frozen
+class Option:
+    """One hardware option: a GPU spec on a cluster (one curve on the chart)."""
+
+    label: str
+    hardware: str
+    cluster: str
+
+
+@attrs.frozen
+class Variant:
+    """One compiled model and the space searched through it (see the module doc)."""
+
+    option: Option
+    decoding: str
+    ref: str  # the inline scenario (model=…,hardware=…,…)
+    sets: tuple[str, ...]  # --set assignments before the searched keys
+    numeric: CompiledModel
+    values: Mapping[str, float]  # the scenario's SI values
+    layouts: Mapping[str, np.ndarray]  # gpus, tp, ep, dp, nodes (one row per layout)
+    batch: np.ndarray  # users per attention rank
+    axes: tuple[tuple[str, tuple[Any, ...], np.ndarray], ...]  # (key, given, SI) of --vary
+    ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)  # ranged spec values
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.layouts["tp"]), len(self.batch), *(len(a[2]) for a in self.axes))
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def columns(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """The searched keys' values (SI) at local point indices ``idx``."""
+        return _columns({"layouts": self.layouts, "batch": self.batch, "axes": self.axes}, idx)
+
+    def payload(self) -> dict[str, Any]:
+        """What a worker needs to evaluate chunks (plain data: picklable, no functions)."""
+        return {
+            "key": f"{self.ref}|{self.sets}|{zlib.crc32(self.numeric.source.encode()):08x}",
+            "model": self.numeric.to_json(),
+            "values": dict(self.values),
+            "layouts": {k: np.asarray(v) for k, v in self.layouts.items()},
+            "batch": np.asarray(self.batch),
+            "axes": [(k, list(g), np.asarray(s)) for k, g, s in self.axes],
+        }
+
+
+@attrs.frozen
+class Spec:
+    """What to compute in each chunk: the frontier's axes, the objective, the targets and
+    the filters every reported point must pass."""
+
+    x: str = "tokens_per_s_per_user"
+    y: str = "tokens_per_s_per_gpu"
+    objective: str = "tokens_per_s_per_gpu"
+    targets: tuple[Condition, ...] = ()
+    where: tuple[Condition, ...] = ()
+
+    @property
+    def needed(self) -> tuple[str, ...]:
+        names = [self.x, self.y, self.objective, *(c.metric for c in (*self.targets, *self.where))]
+        return tuple(dict.fromkeys(names))
+
+
+@attrs.frozen
+class Plan:
+    model: str
+    options: tuple[Option, ...]
+    variants: tuple[Variant, ...]
+    spec: Spec
+    engine: str
+    workload: str
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return sum(v.size for v in self.variants)
+
+    @property
+    def offsets(self) -> list[int]:
+        out, at = [], 0
+        for v in self.variants:
+            out.append(at)
+            at += v.size
+        return out
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def layout_count(gpus: Sequence[int], domain: int) -> int:
+    """How many layouts `layouts_for` makes, counted without making them."""
+    return sum(len(divisors(n // tp)) for n in gpus for tp in divisors(n) if tp <= domain)
+
+
+def layouts_for(gpus: Sequence[int], domain: int, nodes: int, per_node: int) -> dict[str, Any]:
+    """Every (N, tp, ep, dp) with tp·ep·dp = N and tp within one scale-up domain, and the
+    nodes the cluster needs for N GPUs (at least as many as it has)."""
+    rows = []
+    for n in gpus:
+        need = max(nodes, -(-n // per_node))
+        for tp in divisors(n):
+            if tp > domain:
+                continue
+            for ep in divisors(n // tp):
+                rows.append((n, tp, ep, n // (tp * ep), need))
+    arr = np.array(rows, dtype=float).reshape(-1, 5)
+    return {k: arr[:, i].copy() for i, k in enumerate(("gpus", "tp", "ep", "dp", "nodes"))}
+
+
+def _inline(model: str, hardware: str, cluster: str, engine: str) -> str:
+    parts = [f"model={model}", f"hardware={hardware}", f"cluster={cluster}"]
+    if engine:
+        parts.append(f"engine={engine}")
+    return ",".join(parts)
+
+
+def _short(x: float) -> str:
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else f"{x:.10g}"
+
+
+def plan_search(
+    model: str,
+    hardware: Sequence[str],
+    clusters: Sequence[str],
+    *,
+    gpus: Sequence[int] = (),
+    engine: str = "",
+    workload: str = "serving",
+    isl: int = 1024,
+    osl: int = 1024,
+    decoding: Sequence[str] = ("autoregressive",),
+    sets: Sequence[str] = (),
+    vary: Sequence[tuple[str, Any]] = (),
+    batch: Sequence[float] = DEFAULT_BATCH,
+    spec: Spec | None = None,
+    registry: Any = None,
+    cache: bool = True,
+) -> Plan:
+    """Check everything and compile one model per variant: all but the evaluation."""
+
+    registry = registry or registries.default()
+    spec = spec or Spec()
+    for name in (spec.x, spec.y, spec.objective):
+        check_metric(name, "search")
+    if not hardware:
+        raise SpecError("search", "--hardware", "missing", "one or more GPU specs, e.g. h200,b200")
+    if len(clusters) not in (1, len(hardware)):
+        raise SpecError(
+            "search",
+            "--cluster",
+            f"{len(clusters)} clusters for {len(hardware)} hardware",
+            "one cluster, or one per hardware in the same order",
+        )
+    if workload not in ("serving", "decode"):
+        raise SpecError(
+            "search", "--workload", f"{workload!r} is not searched", "serving or decode"
+        )
+    for flag, tokens in (("--isl", isl), ("--osl", osl)):
+        if tokens < 1:
+            raise SpecError("search", flag, f"{tokens} tokens per request", "at least 1, e.g. 1024")
+    for flag, given in (("--batch", batch), ("--gpus", gpus)):
+        if len(given) > MAX_VALUES:
+            raise SpecError("search", flag, f"{len(given):,} values",
+                            f"at most {MAX_VALUES:,} on one axis")  # fmt: skip
+    if not decoding:
+        raise SpecError("search", "--decoding", "names no decoding kind",
+                        "KIND[,KIND…], e.g. autoregressive,mtp")  # fmt: skip
+    twice = first_repeat(decoding)
+    if twice is not None:
+        raise SpecError("--decoding", twice, "is given twice", "each decoding kind once")
+    pairs = list(zip(hardware, list(clusters) * len(hardware) if len(clusters) == 1 else clusters,
+                     strict=True))  # fmt: skip
+    twice_pair = first_repeat(pairs)
+    if twice_pair is not None:
+        raise SpecError("--hardware", twice_pair[0], f"is given twice on {twice_pair[1]}",
+                        "each hardware and cluster pair once")  # fmt: skip
+    for flag, keys in (("--set", [a.partition("=")[0].strip() for a in sets]),
+                       ("--vary", [k for k, _ in vary])):  # fmt: skip
+        for k in keys:
+            if k == "decoding.kind":
+                raise SpecError(flag, k, "is searched", "--decoding KIND[,KIND…]")
+            if k.startswith("decoding.") and set(decoding) == {"autoregressive"}:
+                raise SpecError(flag, k, "is a setting of no searched decoding kind "
+                                "(autoregressive has none)", "--decoding with a kind that has "
+                                "it, e.g. --decoding autoregressive,mtp")  # fmt: skip
+    if any(b < 1 for b in batch) or not batch:
+        raise SpecError("search", "--batch", "users per rank must be at least 1", "e.g. 1..2048:x2")
+    if any(n < 1 for n in gpus):
+        raise SpecError("search", "--gpus", "must be at least 1 GPU", "e.g. 8,16,72")
+    if gpus and max(gpus) > MAX_GPUS:
+        raise SpecError("search", "--gpus", f"{max(gpus):,} GPUs in one deployment",
+                        f"at most {MAX_GPUS:,}")  # fmt: skip
+    check_consistent(spec.where, "--where")
+    for i, t in enumerate(spec.targets):
+        check_consistent([*spec.where, t], "--at")
+        if any((t.metric, t.op, t.value) == (u.metric, u.op, u.value) for u in spec.targets[:i]):
+            raise SpecError("--at", t.text, "is given twice", "each target once")
+    set_keys = {s.partition("=")[0].strip() for s in sets}
+    for i, (k, _) in enumerate(vary):
+        if any(k == j for j, _ in vary[:i]):  # as in sweep: the first would be dropped
+            raise SpecError("--vary", k, "varied twice", "each key once")
+        if k in LAYOUT_KEYS:
+            raise SpecError(
+                "search",
+                "--vary",
+                f"{k} is searched already",
+                "--gpus and --batch shape the layouts",
+            )
+        if k in set_keys:
+            raise SpecError("--vary", k, "also given with --set", "a key either set or varied")
+    for s in sets:
+        k = s.partition("=")[0].strip()
+        if k in LAYOUT_KEYS:
+            raise SpecError("search", "--set", f"{k} is searched", "--gpus and --batch")
+    cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
+    labels = [
+        h if hardware.count(h) == 1 else f"{h}/{c}" for h, c in zip(hardware, cl_list, strict=True)
+    ]
+    options = tuple(Option(lb, h, c) for lb, h, c in zip(labels, hardware, cl_list, strict=True))
+    base = [
+        f"workload.kind={workload}",
+        f"workload.input_tokens={isl}",
+        f"workload.output_tokens={osl}",
+    ]
+    if workload == "decode":
+        base.append(f"workload.context={_short(isl + osl / 2)}")
+    variants: list[Variant] = []
+    warnings: list[str] = []
+    total = 0  # points of the variants so far (structural ones included)
+    for opt in options:
+        ref = _inline(model, opt.hardware, opt.cluster, engine)
+        for kind in decoding:
+            own = [*base, f"decoding.kind={kind}"]
+            mine = [s for s in sets if not _foreign(s, kind)]
+            # a varied key needs a value to load the scenario: its first (the axis sets each)
+            firsts = [f"{k}={_first(v)}" for k, v in vary if not _skip(k, kind)]
+            probe = [*own, *mine, *firsts, "workload.concurrency=1"]
+            try:
+                sc = load_scenario(ref, registry.kinds, probe)
+            except SpecError as e:  # a varied key's first value, or a decoding kind
+                if e.where == "--set" and any(e.key == k for k, _ in vary):
+                    raise SpecError("--vary", e.key, e.problem, e.expected) from None
+                if e.where == "--set" and e.key == "decoding.kind" and e.key not in set_keys:
+                    raise SpecError("--decoding", kind, e.problem, e.expected) from None
+                named = {"model": ("MODEL", model), "hardware": ("--hardware", opt.hardware),
+                         "cluster": ("--cluster", opt.cluster),
+                         "engine": ("--engine", engine)}  # fmt: skip
+                if e.where == INLINE and e.key in named:  # a name given on the command line
+                    flag, ref_given = named[e.key]
+                    raise SpecError(flag, ref_given, e.problem, e.expected) from None
+                raise
+            warnings += sc.warnings
+            axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
+            values = {s.name: float(v) for s, v in sc.values.items()}
+            domain = int(values["cluster.scale_up.domain_size"])
+            sizes = list(gpus) or [int(values["cluster.nodes"] * values["cluster.gpus_per_node"])]
+            rest = len(set(batch)) * math.prod(len(a.si) for a in axes)
+            total += layout_count(sizes, domain) * rest
+            check_points(total, "search", "narrow --batch, --gpus or --vary")
+            layouts = layouts_for(
+                sizes, domain, int(values["cluster.nodes"]), int(values["cluster.gpus_per_node"])
+            )
+            numeric = compile_scenario(sc, registry, cache=cache)
+            bad = [k for k in LAYOUT_KEYS if k in numeric.structural_keys]
+            if bad:
+                raise SpecError(
+                    "search",
+                    bad[0],
+                    "decides the model's shape here",
+                    "a model whose layout keys are numeric",
+                )
+            structural = [a for a in axes if a.key in numeric.structural_keys]
+            free = [a for a in axes if a.key not in numeric.structural_keys]
+            combos = _product(
+                [[(a.key, g, s) for g, s in zip(a.given, a.si, strict=True)] for a in structural]
+            )
+            for combo in combos:
+                pinned = [f"{k}={_given(g)}" for k, g, _ in combo]
+                num, vals = numeric, values
+                if pinned:
+                    sc2 = load_scenario(ref, registry.kinds, [*probe, *pinned])
+                    num = compile_scenario(sc2, registry, cache=cache)
+                    vals = {s.name: float(v) for s, v in sc2.values.items()}
+                variants.append(
+                    Variant(
+                        opt,
+                        kind,
+                        ref,
+                        (*own, *mine, *pinned),
+                        num,
+                        vals,
+                        layouts,
+                        np.asarray(sorted(set(batch)), dtype=float),
+                        tuple((a.key, a.given, a.si) for a in free),
+                        dict(getattr(sc, "ranges", {}) or {}),
+                    )
+                )
+    return Plan(
+        model, options, tuple(variants), spec, engine, workload, tuple(dict.fromkeys(warnings))
+    )
+
+
+def _foreign(assignment: str, kind: str) -> bool:
+    """A decoding setting that the variant's decoding kind does not have (autoregressive has
+    none): left out of that variant."""
+    key = assignment.partition("=")[0].strip()
+    return key.startswith("decoding.") and kind == "autoregressive"
+
+
+def _skip(key: str, kind: str) -> bool:
+    return key.startswith("decoding.") and kind == "autoregressive"
+
+
+def _first(values: Any) -> str:
+    """The first value of a --vary axis (a list, or a `stepwall.apps.sweep.Span`), as text."""
+    if hasattr(values, "lo"):
+        return f"{_short(values.lo)}{values.unit}"
+    return _given(values[0])
+
+
+def _given(v: Any) -> str:
+    return v if isinstance(v, str) else _short(v)
+
+
+def _product(lists: list[list[Any]]) -> list[list[Any]]:
+    out: list[list[Any]] = [[]]
+    for items in lists:
+        out = [[*o, i] for o in out for i in items]
+    return out
+
+
+# ---------------------------------------------------------------- one chunk
+
+_MODELS: dict[str, CompiledModel] = {}  # a worker's compiled models, by payload key
+
+
+def _model_of(payload: Mapping[str, Any]) -> CompiledModel:
+    key = payload["key"]
+    if key not in _MODELS:
+        if len(_MODELS) > 64:
+            _MODELS.clear()
+        _MODELS[key] = CompiledModel.from_json(payload["model"])
+    return _MODELS[key]
+
+
+def evaluate_points(
+    numeric: CompiledModel, values: Mapping[str, float], columns: Mapping[str, np.ndarray]
+) -> dict[str, Any]:
+    """The compiled model at the points ``columns`` (arrays of equal length by key)."""
+    vals: dict[str, Any] = dict(values)
+    vals.update(columns)
+    return numeric.evaluate(vals)
+
+
+def _columns(payload: Mapping[str, Any], idx: np.ndarray) -> dict[str, np.ndarray]:
+    """The searched keys' values at flat point indices ``idx`` of a variant."""
+    lay, batch = payload["layouts"], payload["batch"]
+    shape = (len(lay["tp"]), len(batch), *(len(a[2]) for a in payload["axes"]))
+    coords = np.unravel_index(idx, shape)
+    return _values(payload, coords[0], coords[1:])
+
+
+def _grid(payload: Mapping[str, Any], rows: slice, cols: slice) -> dict[str, np.ndarray]:
+    """The searched keys' values on a block of the variant's grid seen as layouts × the
+    rest (users per rank, then each --vary axis): layout keys as a column, the others as a
+    row, so that numpy computes what depends on one side once per row or column."""
+    rest = (len(payload["batch"]), *(len(a[2]) for a in payload["axes"]))
+    coords = np.unravel_index(np.arange(cols.start, cols.stop), rest)
+    layouts = np.arange(rows.start, rows.stop)[:, None]
+    return _values(payload, layouts, tuple(c[None, :] for c in coords))
+
+
+def _values(
+    payload: Mapping[str, Any], layout: np.ndarray, rest: Sequence[np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The searched keys' values at layout indices ``layout`` and indices ``rest`` into the
+    users per rank and each --vary axis (index arrays broadcast together)."""
+    lay, batch = payload["layouts"], payload["batch"]
+    ep = lay["ep"][layout]
+    out = {
+        "parallel.tp": lay["tp"][layout],
+        "parallel.ep": ep,
+        "parallel.dp": lay["dp"][layout],
+        "cluster.nodes": lay["nodes"][layout],
+        "workload.concurrency": batch[rest[0]] * ep,
+    }
+    for (key, _, si), c in zip(payload["axes"], rest[1:], strict=True):
+        out[key] = si[c]
+    return out
+
+
+def _blocks(start: int, stop: int, width: int) -> Iterator[tuple[slice, slice]]:
+    """Points [start, stop) of a row-major grid ``width`` wide as (rows, columns) blocks: the
+    rest of the first row, the whole rows, the start of the last."""
+    while start < stop:
+        row, col = divmod(start, width)
+        if col or stop - start < width:
+            end = min(stop, (row + 1) * width)
+            yield slice(row, row + 1), slice(col, end - row * width)
+        else:
+            rows = (stop - start) // width
+            end = start + rows * width
+            yield slice(row, row + rows), slice(0, width)
+        start = end
+
+
+def _evaluate_block(
+    numeric: CompiledModel,
+    payload: Mapping[str, Any],
+    start: int,
+    stop: int,
+    names: Any,
+    failed: dict[str, int] | None = None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The metrics ``names`` and feasibility at points [start, stop) of a variant, flat in
+    point order, evaluated block by block on the grid (`_grid`); ``failed`` gains, per
+    constraint, how many points of each block with no feasible point break it (what an
+    empty search reports; counted only there, as it costs a pass over every constraint)."""
+    width = len(payload["batch"]) * math.prod(len(a[2]) for a in payload["axes"])
+    parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
+    for rows, cols in _blocks(start, stop, width):
+        shape = (rows.stop - rows.start, cols.stop - cols.start)
+        ev = evaluate_points(numeric, payload["values"], _grid(payload, rows, cols))
+        got = {m: np.broadcast_to(np.asarray(ev[m], dtype=float), shape).ravel() for m in names}
+        parts.append((got, np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), shape).ravel()))
+        if failed is not None and not parts[-1][1].any():
+            for c in numeric.constraints:
+                holds = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), shape)
+                failed[c.name] = failed.get(c.name, 0) + holds.size - int(np.count_nonzero(holds))
+    if len(parts) == 1:
+        return parts[0][0], parts[0][1].copy()
+    return (
+        {m: np.concatenate([g[m] for g, _ in parts]) for m in names},
+        np.concatenate([ok for _, ok in parts]),
+    )
+
+
+def run_chunk(
+    payload: Mapping[str, Any], offset: int, start: int, stop: int, spec: Spec
+) -> dict[str, Any]:
+    """Evaluate points [start, stop) of one variant; return the chunk's Pareto frontier
+    (global ids and axis values), its best point per target, and counts. A pure function of
+    its arguments (run in a worker process by ``--dask``)."""
+    numeric = _model_of(payload)
+    idx = np.arange(start, stop, dtype=np.int64)
+    failed: dict[str, int] = {}
+    got, ok = _evaluate_block(numeric, payload, start, stop, spec.needed, failed)
+    n = idx.size
+    feasible = int(ok.sum())
+    filtered = []  # per filter: the feasible points it removes
+    for c in spec.where:
+        holds = c.holds(got[c.metric])
+        filtered.append(int(np.count_nonzero(ok & ~holds)))
+        ok &= holds
+    for m in (spec.x, spec.y):
+        ok &= np.isfinite(got[m])
+    ids = idx + offset
+    x, y = _sign(spec.x) * got[spec.x][ok], _sign(spec.y) * got[spec.y][ok]
+    keep = pareto(x, y, ids[ok])
+    best = []
+    obj = _sign(spec.objective) * got[spec.objective]
+    for t in spec.targets:
+        mask = ok & t.holds(got[t.metric]) & np.isfinite(obj)
+        best.append(_best(obj[mask], ids[mask]))
+    return {
+        "frontier": (ids[ok][keep], x[keep], y[keep]),
+        "best": best,
+        "evaluated": n,
+        "feasible": feasible,
+        "passed": int(ok.sum()),
+        "failed": failed,
+        "filtered": filtered,
+    }
+
+
+def _best(values: np.ndarray, ids: np.ndarray) -> tuple[float, int] | None:
+    """The largest value, the smallest id among equals; None when there is none."""
+    if values.size == 0:
+        return None
+    top = values.max()
+    at = ids[values == top].min()
+    return float(top), int(at)
+
+
+def pareto(x: np.ndarray, y: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Indices of the non-dominated points (both axes maximised; among equal points the
+    smallest id), ordered by x descending."""
+    if x.size == 0:
+        return np.zeros(0, dtype=np.intp)
+    order = np.lexsort((ids, -y, -x))
+    ys = y[order]
+    running = np.maximum.accumulate(ys)
+    prev = np.concatenate(([-np.inf], running[:-1]))
+    return order[ys > prev]
+
+
+# ---------------------------------------------------------------- the whole search
+
+
+@attrs.frozen
+class Result:
+    plan: Plan
+    frontier: tuple[dict[str, Any], ...]
+    best: tuple[dict[str, Any], ...]
+    evaluated: int
+    feasible: int
+    passed: int
+    # points breaking each constraint, in blocks with no feasible point (all, when none is)
+    failed: Mapping[str, int] = attrs.field(factory=dict)
+    filtered: tuple[int, ...] = ()  # feasible points each --where filter removes
+
+
+def tasks(plan: Plan, chunk: int = CHUNK) -> Iterator[tuple[int, int, int]]:
+    """(variant index, start, stop) of every chunk, in order: whole rows of the variant's
+    grid (layouts × the rest) up to ``chunk`` points, or a row in pieces where one row is
+    longer, so that each chunk is one block of the grid (`_grid`)."""
+    for vi, v in enumerate(plan.variants):
+        width = v.size // v.shape[0] if v.size else 1
+        step = width * (chunk // width) if width <= chunk else chunk
+        row_starts = range(0, v.size, width) if width > chunk else (0,)
+        for row in row_starts:
+            end = min(v.size, row + width) if width > chunk else v.size
+            for start in range(row, end, step):
+                yield vi, start, min(end, start + step)
+
+
+def run_search(
+    plan: Plan,
+    *,
+    chunk: int = CHUNK,
+    progress: Callable[[int, int], None] | None = None,
+    client: Any = None,
+    spread: float = 0.0,
+) -> Result:
+    """Evaluate every chunk (here, or on a dask ``client``), merge, and describe the
+    frontier and the best points; with ``spread``, also how the ranking at each target moves
+    when efficiencies move (`robustness`: two more passes over the space, which ``progress``
+    counts too)."""
+    if not 0 <= spread < 1:
+        raise SpecError("search", "--spread", f"{spread} is not a fraction", "0 ≤ F < 1")
+    passes = 3 if spread and plan.spec.targets else 1
+    tick = _pass(progress, 0, passes)
+    result = describe(plan, evaluate(plan, chunk=chunk, progress=tick, client=client))
+    if passes > 1:
+        result = robustness(result, spread, chunk=chunk, client=client, progress=progress)
+    return result
+
+
+def _pass(
+    progress: Callable[[int, int], None] | None, k: int, passes: int
+) -> Callable[[int, int], None] | None:
+    """``progress`` for the k-th of ``passes`` evaluations of the same space."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda done, total: report(k * total + done, passes * total)
+
+
+def evaluate(
+    plan: Plan,
+    *,
+    chunk: int = CHUNK,
+    progress: Callable[[int, int], None] | None = None,
+    client: Any = None,
+) -> list[dict[str, Any]]:
+    """Every chunk's result, in chunk order (whatever order they finished in)."""
+    if chunk < 1:
+        raise SpecError("search", "--chunk", "must be at least 1", "e.g. 65536")
+    offsets = plan.offsets
+    payloads = [v.payload() for v in plan.variants]
+    jobs = list(tasks(plan, chunk))
+    parts: list[tuple[int, dict[str, Any]]] = []
+    done = 0
+    if client is None:
+        for i, (vi, s, e) in enumerate(jobs):
+            parts.append((i, run_chunk(payloads[vi], offsets[vi], s, e, plan.spec)))
+            done += e - s
+            if progress:
+                progress(done, plan.total)
+    else:
+        as_completed = _distributed().as_completed
+
+        # a list, not the dict: scattering a dict names the data by its keys (same in every one)
+        shared = [client.scatter([p], broadcast=True)[0] for p in payloads]
+        futures = {
+            client.submit(run_chunk, shared[vi], offsets[vi], s, e, plan.spec, pure=False): i
+            for i, (vi, s, e) in enumerate(jobs)
+        }
+        for fut in as_completed(list(futures)):
+            i = futures[fut]
+            parts.append((i, fut.result()))
+            vi, s, e = jobs[i]
+            done += e - s
+            if progress:
+                progress(done, plan.total)
+        parts.sort(key=lambda p: p[0])
+    return [p for _, p in parts]
+
+
+EFFICIENCY = re.compile(r"^hardware\.(?:[a-z0-9]+\.)?(?:[a-z_]*efficiency)$")
+
+
+def scaled(plan: Plan, factor: float) -> Plan:
+    """The plan with every hardware efficiency (``hardware.*efficiency``) at its range's end
+    where the spec gives one as a range (docs/ranges.md: ``factor`` < 1 the low end, > 1 the
+    high end), else multiplied by ``factor`` (at most 1)."""
+    variants = []
+    for v in plan.variants:
+        values = dict(v.values)
+        for k, x in v.values.items():
+            if EFFICIENCY.match(k):
+                lo_hi = v.ranges.get(k)
+                if lo_hi is not None:
+                    values[k] = lo_hi[0] if factor < 1 else lo_hi[1]
+                else:
+                    values[k] = min(1.0, x * factor)
+        variants.append(attrs.evolve(v, values=values))
+    return attrs.evolve(plan, variants=tuple(variants))
+
+
+def robustness(
+    result: Result,
+    spread: float,
+    *,
+    chunk: int = CHUNK,
+    client: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Result:
+    """Each target's ranking again with every option's efficiencies low (×(1−spread), or
+    their ranges' low ends) and high: each option's objective becomes an interval, and the
+    ranking is robust where no two options' intervals overlap in the wrong order. ``progress``
+    sees these as the 2nd and 3rd of three passes (the first: `run_search`'s)."""
+    plan = result.plan
+    ends = {}
+    for i, (name, factor) in enumerate((("low", 1 - spread), ("high", 1 + spread))):
+        other = scaled(plan, factor)
+        tick = _pass(progress, i + 1, 3)
+        _, best = merge(other, evaluate(other, chunk=chunk, progress=tick, client=client))
+        ends[name] = best
+    sign = _sign(plan.spec.objective)
+    entries = []
+    for t, entry in enumerate(result.best):
+        rows = []
+        for o in entry["options"]:
+            lab = o["option"]
+            p = o["point"]
+            lo, hi = ends["low"][t][lab], ends["high"][t][lab]
+            vals = sorted(sign * b[0] for b in (lo, hi) if b is not None)
+            rows.append(
+                {
+                    "option": lab,
+                    "nominal": None if p is None else p[plan.spec.objective],
+                    "low": vals[0] if vals else None,
+                    "high": vals[-1] if vals else None,
+                }
+            )
+        ranks = {}
+        for name in ("low", "high"):
+            got = [(b[0], -b[1], lab) for lab, b in ends[name][t].items() if b is not None]
+            ranks[name] = [lab for _, _, lab in sorted(got, reverse=True)]
+        # adjacent options in the nominal ranking whose intervals overlap could swap
+        by = {r["option"]: r for r in rows}
+        swaps = []
+        order = entry["ranking"]
+        for a, b in itertools.pairwise(order):
+            ra, rb = by[a], by[b]
+            if None in (ra["low"], ra["high"], rb["low"], rb["high"]):
+                continue
+            worst_a = ra["low"] if sign > 0 else ra["high"]
+            best_b = rb["high"] if sign > 0 else rb["low"]
+            if sign * worst_a <= sign * best_b:
+                swaps.append([a, b])
+        entries.append({**entry, "robustness": {
+            "spread": spread, "options": rows, "ranking_low": ranks["low"],
+            "ranking_high": ranks["high"], "may_swap": swaps, "robust": not swaps,
+        }})  # fmt: skip
+    return attrs.evolve(result, best=tuple(entries))
+
+
+def merge(plan: Plan, parts: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], list[Any]]:
+    """Per option: the frontier ids of all chunks merged; per option and target: the best."""
+    owner = _owner(plan)
+    fronts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
+        o.label: [] for o in plan.options
+    }
+    best: list[dict[str, tuple[float, int] | None]] = [
+        {o.label: None for o in plan.options} for _ in plan.spec.targets
+    ]
+    for p in parts:
+        ids, x, y = p["frontier"]
+        if ids.size:
+            fronts[owner(int(ids[0]))].append((ids, x, y))
+        for t, b in enumerate(p["best"]):
+            if b is None:
+                continue
+            label = owner(b[1])
+            cur = best[t][label]
+            if cur is None or b[0] > cur[0] or (b[0] == cur[0] and b[1] < cur[1]):
+                best[t][label] = b
+    out: dict[str, Any] = {}
+    for label, chunks in fronts.items():
+        if not chunks:
+            out[label] = np.zeros(0, dtype=np.int64)
+            continue
+        ids = np.concatenate([c[0] for c in chunks])
+        x = np.concatenate([c[1] for c in chunks])
+        y = np.concatenate([c[2] for c in chunks])
+        out[label] = ids[pareto(x, y, ids)]
+    return out, best
+
+
+def _owner(plan: Plan) -> Callable[[int], str]:
+    offsets = np.asarray(plan.offsets, dtype=np.int64)
+
+    def owner(gid: int) -> str:
+        vi = int(np.searchsorted(offsets, gid, side="right")) - 1
+        return plan.variants[vi].option.label
+
+    return owner
+
+
+def _locate(plan: Plan, gid: int) -> tuple[int, int]:
+    offsets = np.asarray(plan.offsets, dtype=np.int64)
+    vi = int(np.searchsorted(offsets, gid, side="right")) - 1
+    return vi, gid - int(offsets[vi])
+
+
+def points(plan: Plan, gids: Sequence[int]) -> list[dict[str, Any]]:
+    """Each point by global id: its metrics (evaluated again from its configuration), its
+    configuration and the command that reproduces it, in ``gids`` order."""
+    by_variant: dict[int, list[tuple[int, int]]] = {}
+    for pos, g in enumerate(gids):
+        vi, local = _locate(plan, int(g))
+        by_variant.setdefault(vi, []).append((pos, local))
+    out: list[dict[str, Any]] = [{} for _ in gids]
+    for vi, items in by_variant.items():
+        v = plan.variants[vi]
+        idx = np.array([loc for _, loc in items], dtype=np.int64)
+        cols = v.columns(idx)
+        ev = evaluate_points(v.numeric, v.values, cols)
+        n = idx.size
+        feas = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), (n,))
+        groups = _groups(v.numeric, ev, n)
+        for j, (pos, _) in enumerate(items):
+            metrics = {m: _value(ev[m], j, n) for m in METRICS}
+            at = {k: float(c[j]) for k, c in cols.items()}
+            out[pos] = {
+                "id": int(gids[pos]),
+                **metrics,
+                "feasible": bool(feas[j]),
+                "groups": {g: float(t[j]) for g, t in groups.items()},
+                "config": _config(plan, v, at),
+                "command": command(plan, v, at),
+            }
+    return out
+
+
+def _value(x: Any, j: int, n: int) -> float | None:
+    v = float(np.broadcast_to(np.asarray(x, dtype=float), (n,))[j])
+    return v if math.isfinite(v) else None
+
+
+def _groups(numeric: CompiledModel, ev: Mapping[str, Any], n: int) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for t in numeric.terms:
+        if t.name.startswith("ttft."):
+            continue
+        v = np.broadcast_to(np.asarray(ev["terms"][t.name], dtype=float), (n,))
+        out[t.group] = out.get(t.group, np.zeros(n)) + v
+    return out
+
+
+def _config(plan: Plan, v: Variant, at: Mapping[str, float]) -> dict[str, Any]:
+    tp, ep, dp = (int(at[f"parallel.{k}"]) for k in ("tp", "ep", "dp"))
+    c = int(at["workload.concurrency"])
+    out: dict[str, Any] = {
+        "hardware": v.option.hardware,
+        "cluster": v.option.cluster,
+        "engine": plan.engine or None,
+        "decoding": v.decoding,
+        "gpus": tp * ep * dp,
+        "tp": tp,
+        "ep": ep,
+        "dp": dp,
+        "concurrency": c,
+        "users_per_rank": c // ep,
+        "nodes": int(at["cluster.nodes"]),
+    }
+    extra = {k: at[k] for k in at if k not in LAYOUT_KEYS}
+    if extra:
+        out["vary"] = extra
+    return out
+
+
+def command(plan: Plan, v: Variant, at: Mapping[str, float]) -> str:
+    """The ``stepwall eval`` line that reproduces a point."""
+    args = ["stepwall", "eval", v.ref]
+    sets = list(v.sets)
+    given = {k: g for k, g, _ in v.axes}
+    for k, si in at.items():
+        if k in given:  # a --vary axis: as the user wrote its value (with its unit)
+            idx = int(np.argmin(np.abs(dict((a[0], a[2]) for a in v.axes)[k] - si)))
+            sets.append(f"{k}={_given(given[k][idx])}")
+        else:
+            sets.append(f"{k}={_short(si)}")
+    for s in sets:
+        args += ["--set", s]
+    return shlex.join(args)
+
+
+def describe(plan: Plan, parts: Sequence[Mapping[str, Any]]) -> Result:
+    fronts, best = merge(plan, parts)
+    frontier: list[dict[str, Any]] = []
+    spec = plan.spec
+    overall_ids = _overall(plan, fronts)
+    for opt in plan.options:
+        ids = list(fronts[opt.label])
+        for p in points(plan, ids):
+            p["option"] = opt.label
+            p["overall"] = p["id"] in overall_ids
+            frontier.append(p)
+    bests: list[dict[str, Any]] = []
+    for t, per in zip(spec.targets, best, strict=True):
+        entry: dict[str, Any] = {"target": t.text, "objective": spec.objective, "options": []}
+        winners = []
+        for opt in plan.options:
+            b = per[opt.label]
+            if b is None:
+                entry["options"].append(
+                    {
+                        "option": opt.label,
+                        "point": None,
+                        "binding": "no configuration meets the target",
+                    }
+                )
+                continue
+            (p,) = points(plan, [b[1]])
+            entry["options"].append(
+                {"option": opt.label, "point": p, "binding": binding(plan, b[1], t)}
+            )
+            winners.append((b[0], -b[1], opt.label))
+        entry["ranking"] = [lb for _, _, lb in sorted(winners, reverse=True)]
+        bests.append(entry)
+    failed: dict[str, int] = {}
+    for part in parts:
+        for k, c in part["failed"].items():
+            failed[k] = failed.get(k, 0) + c
+    return Result(
+        plan,
+        tuple(frontier),
+        tuple(bests),
+        sum(p["evaluated"] for p in parts),
+        sum(p["feasible"] for p in parts),
+        sum(p["passed"] for p in parts),
+        failed,
+        tuple(sum(p["filtered"][i] for p in parts) for i in range(len(spec.where))),
+    )
+
+
+def empty_error(result: Result) -> SpecError | None:
+    """Why a search found nothing: the constraint that rules out the most configurations,
+    or the filter that removes the most feasible ones; None when something passed."""
+    if result.passed:
+        return None
+    n = f"{result.evaluated:,} configurations"
+    spec = result.plan.spec
+    if result.feasible and any(result.filtered):
+        i = max(range(len(spec.where)), key=lambda j: result.filtered[j])
+        return SpecError("search", "--where", f"of {n}, {result.feasible:,} are feasible and "
+                         f"{spec.where[i].text} removes {result.filtered[i]:,} of them",
+                         "a filter that some feasible configuration passes")  # fmt: skip
+    if result.feasible:
+        return SpecError("search", "--x/--y", f"of {n}, {result.feasible:,} are feasible but "
+                         f"none has a finite {spec.x} and {spec.y}",
+                         "metrics that the specs state")  # fmt: skip
+    messages = {c.name: c.message for v in result.plan.variants for c in v.numeric.constraints}
+    worst = max(result.failed, key=lambda k: result.failed[k], default="")
+    if not result.failed.get(worst):
+        return SpecError("search", "", f"none of {n} gives finite metrics",
+                         why="check the spec values")  # fmt: skip
+    return SpecError("search", "", f"none of {n} is feasible; the constraint that fails most "
+                     f"often is {worst} ({messages[worst]}): {result.failed[worst]:,} of them "
+                     "fail it",
+                     why="widen --gpus or --batch, or another --hardware/--cluster")  # fmt: skip
+
+
+def _overall(plan: Plan, fronts: Mapping[str, np.ndarray]) -> set[int]:
+    """Ids on the frontier of all options together."""
+    if not any(len(f) for f in fronts.values()):
+        return set()
+    ids = np.concatenate([np.asarray(f, dtype=np.int64) for f in fronts.values()])
+    pts = points(plan, list(ids))
+    spec = plan.spec
+    x = np.array([_sign(spec.x) * p[spec.x] for p in pts], dtype=float)
+    y = np.array([_sign(spec.y) * p[spec.y] for p in pts], dtype=float)
+    return {int(i) for i in ids[pareto(x, y, ids)]}
+
+
+def binding(plan: Plan, gid: int, target: Condition) -> str:
+    """What stops the best point at a target from doing better: the same layout with the
+    next larger batch per rank breaks a constraint (memory, …), misses the target or a
+    filter, or does no better; or the batch grid ends."""
+    vi, local = _locate(plan, gid)
+    v = plan.variants[vi]
+    coords = list(np.unravel_index(local, v.shape))
+    if coords[1] + 1 >= len(v.batch):
+        return "the largest batch searched (--batch)"
+    coords[1] += 1
+    nxt = int(np.ravel_multi_index(tuple(coords), v.shape))
+    idx = np.array([local, nxt], dtype=np.int64)
+    ev = evaluate_points(v.numeric, v.values, v.columns(idx))
+    feas = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), (2,))
+    if not feas[1]:
+        for c in v.numeric.constraints:
+            holds = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), (2,))
+            if not holds[1]:
+                return f"{c.name} ({c.message}) at {int(v.batch[coords[1]])} users per rank"
+        return "a metric is not finite at the next batch"
+    got = {m: np.broadcast_to(np.asarray(ev[m], dtype=float), (2,)) for m in plan.spec.needed}
+    if not target.holds(got[target.metric][1:])[0]:
+        return f"the target {target.text} (the next batch gives {got[target.metric][1]:.4g})"
+    for w in plan.spec.where:
+        if not w.holds(got[w.metric][1:])[0]:
+            return f"the filter {w.text} (the next batch gives {got[w.metric][1]:.4g})"
+    return f"{plan.spec.objective} peaks here (the next batch does no better)"
+
+
+# ---------------------------------------------------------------- output
+
+
+def document(result: Result) -> dict[str, Any]:
+    """The ``--json`` document."""
+    plan, spec = result.plan, result.plan.spec
+    return {
+        "model": plan.model,
+        "engine": plan.engine or None,
+        "workload": plan.workload,
+        "x": spec.x,
+        "y": spec.y,
+        "objective": spec.objective,
+        "filters": [c.text for c in spec.where],
+        "options": [
+            {
+                "label": o.label,
+                "hardware": o.hardware,
+                "cluster": o.cluster,
+                "variants": sum(1 for v in plan.variants if v.option == o),
+                "points": sum(v.size for v in plan.variants if v.option == o),
+            }
+            for o in plan.options
+        ],
+        "evaluated": result.evaluated,
+        "feasible": result.feasible,
+        "passed_filters": result.passed,
+        "units": {m: METRIC_UNITS.get(m, "") for m in METRICS},
+        "frontier": list(result.frontier),
+        "targets": list(result.best),
+        "warnings": list(plan.warnings),
+    }
+
+
+def _config_text(c: Mapping[str, Any]) -> str:
+    text = f"tp{c['tp']} ep{c['ep']} dp{c['dp']} C={c['concurrency']}"
+    if c["decoding"] != "autoregressive":
+        text += f" {c['decoding']}"
+    for k, v in c.get("vary", {}).items():
+        text += f" {k}={_short(v)}"
+    return text
+
+
+def _num(v: float | None, digits: int = 4) -> str:
+    return "unknown" if v is None else f"{v:.{digits}g}"
+
+
+def text(result: Result) -> str:
+    """The human summary: counts, each option's frontier, the best at each target."""
+    plan, spec = result.plan, result.plan.spec
+    lines = [
+        f"search {plan.model}: {result.evaluated:,} configurations, {result.feasible:,} "
+        f"feasible, {result.passed:,} pass the filters"
+        + (f" ({', '.join(c.text for c in spec.where)})" if spec.where else ""),
+    ]
+    extra = [m for m in ("joules_per_token", "usd_per_million_tokens") if m not in (spec.x, spec.y)]
+    head = (spec.x, spec.y, *extra, "config")
+    many = len(plan.options) > 1
+    for opt in plan.options:
+        pts = [p for p in result.frontier if p["option"] == opt.label]
+        where = f" on {opt.cluster}" if opt.label == opt.hardware else ""
+        lines += ["", f"frontier {opt.label}{where}: {len(pts)} points"]
+        rows = [head] + [
+            (
+                _num(p[spec.x]),
+                _num(p[spec.y]),
+                *(_num(p[m], 3) for m in extra),
+                _config_text(p["config"]) + (" *" if p["overall"] and many else ""),
+            )
+            for p in pts
+        ]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        for r in rows:
+            lines.append(
+                "  "
+                + "  ".join(
+                    c.ljust(w) if j == len(head) - 1 else c.rjust(w)
+                    for j, (c, w) in enumerate(zip(r, widths, strict=True))
+                ).rstrip()
+            )
+    if len(plan.options) > 1:
+        lines += ["", "* on the frontier of all options together"]
+    for entry in result.best:
+        lines += [
+            "",
+            f"best {entry['objective']} at {entry['target']}"
+            + (f", {', '.join(c.text for c in spec.where)}" if spec.where else ""),
+        ]
+        for o in entry["options"]:
+            p = o["point"]
+            if p is None:
+                lines.append(f"  {o['option']}: {o['binding']}")
+                continue
+            lines.append(
+                f"  {o['option']}: {_num(p[entry['objective']])} "
+                f"({_config_text(p['config'])}; {spec.x} {_num(p[spec.x])})"
+            )
+            lines.append(f"    bound by {o['binding']}")
+            groups = ", ".join(f"{g} {1e3 * t:.3g} ms" for g, t in p["groups"].items() if t > 0)
+            lines.append(f"    step {1e3 * (p['step_time_s'] or 0):.3g} ms: {groups}")
+            lines.append(f"    {p['command']}")
+        if entry["ranking"]:
+            lines.append(f"  ranking: {' > '.join(entry['ranking'])}")
+        rob = entry.get("robustness")
+        if rob and entry["ranking"]:
+            spans = ", ".join(
+                f"{r['option']} {_num(r['low'])}..{_num(r['high'])}"
+                for r in rob["options"]
+                if r["low"] is not None
+            )
+            lines.append(f"  efficiencies ±{rob['spread']:.0%} (or their ranges): {spans}")
+            if rob["robust"]:
+                lines.append("  the ranking holds over these intervals")
+            else:
+                pairs = ", ".join(f"{a} and {b}" for a, b in rob["may_swap"])
+                lines.append(f"  may swap: {pairs}")
+    return "\n".join(lines)
+
+
+def frontier_table(result: Result) -> Any:
+    """The frontier as a `Table` (csv, md, parquet)."""
+
+    keys = ("option", "hardware", "cluster", "decoding", "gpus", "tp", "ep", "dp", "concurrency")
+    cols = [Column(k, kind="text" if k in keys[:4] else "int") for k in keys]
+    cols += [Column(m, METRIC_UNITS.get(m, "")) for m in METRICS]
+    cols += [Column("overall", kind="bool"), Column("command", kind="text")]
+    rows = []
+    for p in result.frontier:
+        c = p["config"]
+        rows.append(
+            [
+                p["option"],
+                c["hardware"],
+                c["cluster"],
+                c["decoding"],
+                c["gpus"],
+                c["tp"],
+                c["ep"],
+                c["dp"],
+                c["concurrency"],
+                *(float("nan") if p[m] is None else p[m] for m in METRICS),
+                p["overall"],
+                p["command"],
+            ]
+        )
+    return Table.of_rows(cols, rows, document=document(result))
+
+
+def plot(result: Result, title: str = "") -> bytes:
+    """The frontiers of all options on one chart (deterministic SVG)."""
+
+    spec = result.plan.spec
+    fig, ax = _figure(7.0, 4.4)
+    for opt in result.plan.options:
+        pts = [p for p in result.frontier if p["option"] == opt.label]
+        pts.sort(key=lambda p: p[spec.x])
+        xs = [p[spec.x] for p in pts]
+        ys = [p[spec.y] for p in pts]
+        ax.plot(xs, ys, marker="o", markersize=3, label=opt.label)
+    for entry in result.best:
+        t = next((c for c in spec.targets if c.text == entry["target"]), None)
+        if t is not None and t.metric == spec.x:
+            ax.axvline(t.value, color="#444444", linestyle="--", linewidth=0.8)
+            ax.annotate(
+                t.text,
+                (t.value, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -12),
+                textcoords="offset points",
+                fontsize=7,
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(_label(spec.x))
+    ax.set_ylabel(_label(spec.y))
+    ax.legend(fontsize=8)
+    ax.set_title(title or f"{result.plan.model}: Pareto frontier")
+    data: bytes = _svg(fig)
+    return data
+
+
+def _label(metric: str) -> str:
+    return {
+        "tokens_per_s_per_user": "tokens/s per user",
+        "tokens_per_s_per_gpu": "tokens/s per GPU",
+        "tokens_per_s_per_mw": "tokens/s per MW (provisioned)",
+        "usd_per_million_tokens": "USD per million tokens",
+        "joules_per_token": "J per token",
+    }.get(metric, metric)
+
+
+# ---------------------------------------------------------------- dask
+
+
+def _distributed() -> Any:
+    """dask.distributed, an optional dependency (``pip install 'stepwall[dask]'``), untyped
+    here so that type checks pass with or without it."""
+
+    return importlib.import_module("dask.distributed")
+
+
+def dask_client(scheduler: str = "", workers: int = 0) -> Any:
+    """A dask.distributed client: to ``scheduler`` if given, else a LocalCluster of
+    ``workers`` single-threaded processes (default: the CPUs)."""
+    try:
+        dd = _distributed()
+        Client, LocalCluster = dd.Client, dd.LocalCluster
+    except ImportError:
+        raise SpecError(
+            "search", "--dask", "dask.distributed is not installed", "pip install 'stepwall[dask]'"
+        ) from None
+    if scheduler:
+        try:
+            return Client(scheduler, timeout="10s")
+        except (OSError, ValueError, TypeError) as e:  # unreachable, or not an address
+            raise SpecError(
+                "search",
+                "--scheduler",
+                f"cannot connect to {scheduler}: {e}",
+                "tcp://HOST:8786 of a running dask scheduler",
+            ) from None
+
+    n = workers or os.cpu_count() or 1
+    cluster = LocalCluster(
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=logging.CRITICAL,  # no worker chatter on stderr (a closing heartbeat)
+    )
+    return Client(cluster)
+
+
+def close_client(client: Any) -> None:
+    """Close the client and, if this search started it, its LocalCluster."""
+    cluster = getattr(client, "cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def progress_bar(quiet: bool = False) -> Callable[[int, int], None]:
+    return ProgressBar(sys.stderr, quiet=quiet)
+
+
+# ---------------------------------------------------------------- command line
+
+DESCRIPTION = """\
+Search a model's serving configurations on one or more hardware options and print the Pareto
+frontier of tokens/s per GPU against tokens/s per user, the best configuration at each
+interactivity target and what binds it.
+
+The space, per hardware option (a GPU spec with its cluster) and decoding kind:
+  layouts   every tp × ep × dp = N for each N of --gpus (tp within one scale-up domain;
+            ep spreads experts and runs attention data-parallel across it; dp replicas)
+  batch     users per attention rank (--batch); a replica serves C = batch × ep users
+  --vary    any other numeric spec key (e.g. hardware.hbm_bandwidth=7TB/s,8TB/s)
+Each hardware × decoding kind compiles the model once and evaluates the space through it,
+vectorized, in chunks (bounded memory); --dask spreads the chunks over processes or a
+cluster with identical results. Every point reported satisfies every constraint of the
+model (memory, divisibility, cluster size) and every --where/--ttft filter, and comes with
+the `stepwall eval` command that reproduces it.
+
+Energy and cost metrics (joules_per_token, tokens_per_s_per_mw, usd_per_million_tokens)
+come from hardware.board_power and the cluster's pue and price_per_gpu_hour; where a spec
+does not state them they are unknown (null), never guessed."""
+
+EPILOG_SEARCH = """\
+examples:
+  stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8,16
+  stepwall search deepseek-r1-fp4 --hardware b200,gb200 --cluster hgx-b200-ib,gb200-nvl72 \\
+      --gpus 8..72:8 --engine trtllm --at "tokens_per_s_per_user>=50" --ttft "<=2s"
+  stepwall search deepseek-v3-fp8 --hardware h100,h200 --cluster hgx-h100-ib,hgx-h200-ib \\
+      --objective usd_per_million_tokens --at "tokens_per_s_per_user>=20" --json
+  stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8..72:8 \\
+      --batch 1..4096 --dask --workers 2 -o frontier.csv --plot frontier.svg
+
+--gpus, --batch and --vary take lists (8,16,72) or ranges as in `stepwall sweep`:
+8..72:8 (step), 1..4096:x2 (factor), 1..4096:40log (points).
+--at and --where take METRIC>=VALUE or METRIC<=VALUE with units (ttft_s<=500ms).
+A space beyond the limits (points, values on one axis, GPUs) is refused up front, in one
+line that gives the limit; progress goes to stderr, never stdout (--quiet: none).
+-o FILE writes by suffix: .json (the document), .csv/.md/.parquet (the frontier), .svg (the
+chart). The JSON document's "frontier" lists points with every metric by name, "config" and
+"command"; "targets" gives the best point per option at each --at target, its "binding"
+constraint and the "ranking" of the options.
+"""
+
+
+def add_arguments(p: Any) -> None:
+    """The ``stepwall search`` options."""
+
+    p.description = DESCRIPTION
+    p.epilog = EPILOG_SEARCH
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("model", metavar="MODEL", help="a model spec: catalog name or .toml path")
+    p.add_argument(
+        "--hardware",
+        required=True,
+        metavar="H[,H2,…]",
+        help="GPU specs to compare, comma-separated (catalog names or paths)",
+    )
+    p.add_argument(
+        "--cluster",
+        required=True,
+        metavar="C[,C2,…]",
+        help="the cluster of each hardware, in the same order (or one for all)",
+    )
+    p.add_argument(
+        "--gpus",
+        default=None,
+        metavar="N[,N2,…]|LO..HI:STEP",
+        help="deployment sizes in GPUs (default: the cluster's size); the cluster "
+        "grows to N GPUs (cluster.nodes) where it has fewer",
+    )
+    p.add_argument(
+        "--engine",
+        default=None,
+        metavar="E",
+        help="engine profile (catalog name, e.g. trtllm; default: the plugin's)",
+    )
+    p.add_argument(
+        "--workload",
+        default="serving",
+        choices=("serving", "decode"),
+        help="serving: aggregated, in-flight batching (default); decode: a decode "
+        "pool at context ISL + OSL/2",
+    )
+    p.add_argument("--isl", type=int, default=1024, help="prompt tokens per request (1024)")
+    p.add_argument("--osl", type=int, default=1024, help="output tokens per request (1024)")
+    p.add_argument(
+        "--decoding",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="decoding kinds to search (repeatable or comma-separated; default "
+        "autoregressive); their settings come from --set/--vary decoding.KEY",
+    )
+    p.add_argument(
+        "--batch",
+        default=None,
+        metavar="B[,…]|LO..HI:BY",
+        help="users per attention rank (default 1,2,3,4,6,…,1536,2048)",
+    )
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY=VALUES",
+        help="another numeric axis, as in stepwall sweep (repeatable)",
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec value in every variant (repeatable)",
+    )
+    p.add_argument(
+        "--x",
+        default="tokens_per_s_per_user",
+        metavar="METRIC",
+        help="the frontier's x axis (default tokens_per_s_per_user)",
+    )
+    p.add_argument(
+        "--y",
+        default="tokens_per_s_per_gpu",
+        metavar="METRIC",
+        help="the frontier's y axis (default tokens_per_s_per_gpu)",
+    )
+    p.add_argument(
+        "--objective",
+        default="tokens_per_s_per_gpu",
+        metavar="METRIC",
+        help="what the best configuration at a target maximises (minimises for "
+        "times, joules and USD; default tokens_per_s_per_gpu)",
+    )
+    p.add_argument(
+        "--at",
+        action="append",
+        default=[],
+        metavar="COND",
+        help='an interactivity target, e.g. "tokens_per_s_per_user>=50" (repeatable)',
+    )
+    p.add_argument(
+        "--ttft",
+        default="",
+        metavar="COND",
+        help='a time-to-first-token limit, e.g. "<=2s" (same as --where ttft_s<=2s)',
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="a filter every reported point passes, e.g. request_s<=60s",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "csv", "markdown"),
+        default=None,
+        help="stdout format (default text)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_const",
+        const="json",
+        dest="format",
+        help="the same as --format json: one JSON document",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (.json .csv .md .parquet .svg)"
+    )
+    p.add_argument("--plot", metavar="FILE.svg", help="also write the frontiers' chart")
+    p.add_argument(
+        "--spread",
+        type=float,
+        default=0.1,
+        metavar="F",
+        help="with --at: rank the options again with every hardware efficiency ×(1−F) and "
+        "×(1+F) (a spec range's ends where it gives one; default 0.1; 0 skips it)",
+    )
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=CHUNK,
+        metavar="N",
+        help=f"points per vectorized call (default {CHUNK:,}; memory grows with it)",
+    )
+    p.add_argument(
+        "--dask",
+        action="store_true",
+        help="evaluate chunks on dask.distributed (a LocalCluster of processes unless --scheduler)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default="",
+        metavar="ADDRESS",
+        help="a running dask scheduler, e.g. tcp://10.0.0.1:8786 (implies --dask)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="LocalCluster worker processes, at least 1 (default: the CPUs)",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile the models afresh instead of loading them from the cache",
+    )
+    quiet_argument(p)
+
+
+def _ints(text: str, where: str) -> list[int]:
+    text = text.strip()
+    if ".." in text:
+        labels = parse_span("", text, where).labels(True)
+        vals = [float(v) for v in labels]
+    else:
+        try:
+            vals = [float(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise SpecError(
+                "search", where, f"cannot read {text!r}", "whole numbers, e.g. 8,16,72 or 8..72:8"
+            ) from None
+    if not vals or any(not math.isfinite(v) or v != int(v) or v < 1 for v in vals):
+        raise SpecError(
+            "search",
+            where,
+            f"{text!r} is not a list of whole numbers ≥ 1",
+            "e.g. 8,16,72 or 8..72:8",
+        )
+    return sorted({int(v) for v in vals})
+
+
+def run_cli(ns: Any, registry: Any) -> int:
+    """``stepwall search``: plan, evaluate (here or on dask), print or write."""
+
+    if ns.workers is not None and ns.workers < 1:
+        raise SpecError("search", "--workers", f"{ns.workers} worker processes", "at least 1")
+    if ns.workers is not None and not (ns.dask or ns.scheduler):
+        raise SpecError("search", "--workers", "has no effect without --dask", "--dask --workers N")
+    if ns.engine is not None and not ns.engine.strip():  # not "the plugin's default"
+        raise SpecError("search", "--engine", "'' names no engine", "a catalog name, e.g. trtllm")
+    targets = tuple(parse_condition(t, "--at") for t in ns.at)
+    where = [parse_condition(w, "--where") for w in ns.where]
+    if ns.ttft:
+        where.append(parse_condition(ns.ttft, "--ttft", "ttft_s"))
+    spec = Spec(
+        check_metric(ns.x, "--x"),
+        check_metric(ns.y, "--y"),
+        check_metric(ns.objective, "--objective"),
+        targets,
+        tuple(where),
+    )
+    split = [s.strip() for item in (ns.hardware, ns.cluster) for s in [item]]
+    hardware = [h.strip() for h in split[0].split(",") if h.strip()]
+    clusters = [c.strip() for c in split[1].split(",") if c.strip()]
+    kinds = [
+        k.strip() for d in ns.decoding or ["autoregressive"] for k in d.split(",") if k.strip()
+    ]
+    target = None
+    if ns.output is not None:
+        target = output.file_target(
+            ns.output, suffixes=(".json", ".csv", ".md", ".parquet", ".svg"), streams=False
+        )  # the suffix picks the format
+    plot_target = output.file_target(ns.plot, "--plot", (".svg",)) if ns.plot is not None else None
+    suffix = {"json": ".json", "csv": ".csv", "markdown": ".md"}.get(ns.format or "", "")
+    if target is not None and ns.format is not None and Path(str(target)).suffix != suffix:
+        raise SpecError("search", "--format", f"{ns.format} does not go with -o {ns.output} "
+                        "(its suffix picks the format)", "one or the other")  # fmt: skip
+    same = target is not None and plot_target is not None and (
+        Path(str(target)).resolve() == Path(str(plot_target)).resolve())  # fmt: skip
+    if same:
+        raise SpecError("--plot", ns.plot, "is the -o file too", "another file for the chart")
+    plan = plan_search(
+        ns.model,
+        hardware,
+        clusters,
+        gpus=_ints(ns.gpus, "--gpus") if ns.gpus is not None else (),
+        engine=ns.engine or "",
+        workload=ns.workload,
+        isl=ns.isl,
+        osl=ns.osl,
+        decoding=kinds,
+        sets=ns.sets,
+        vary=[parse_vary(v) for v in ns.vary],
+        batch=_ints(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
+        spec=spec,
+        registry=registry,
+        cache=not ns.no_cache,
+    )
+    warn(plan.warnings)
+    _check_known(plan)
+    client = dask_client(ns.scheduler, ns.workers or 0) if ns.dask or ns.scheduler else None
+    try:
+        result = run_search(
+            plan, chunk=ns.chunk, progress=progress_bar(ns.quiet), client=client, spread=ns.spread
+        )
+    finally:
+        if client is not None:
+            close_client(client)
+    empty = empty_error(result)
+    if empty is not None:
+        raise empty
+    if plot_target is not None:
+        output.write_file(plot_target, plot(result))
+        print(f"wrote {plot_target}", file=sys.stderr)
+    if target is not None:
+        suffix = Path(str(target)).suffix
+        if suffix == ".svg":
+            output.write_file(target, plot(result))
+        elif suffix == ".json":
+            output.write_file(target, json.dumps(document(result), indent=2) + "\n")
+        else:
+            fmt = registry.formats[
+                {".csv": "csv", ".md": "markdown", ".parquet": "parquet"}[suffix]
+            ]
+            output.write_stream(target, fmt, frontier_table(result))
+        output.announce(target, f"wrote {target} ({len(result.frontier)} frontier points)")
+        return 0
+    if ns.format in (None, "text"):
+        print(visible(text(result), lines=True))
+    elif ns.format == "json":
+        write_json(document(result), sys.stdout)
+    else:
+        registry.formats[ns.format].write(frontier_table(result), sys.stdout)
+    return 0
+
+
+def _check_known(plan: Plan) -> None:
+    """An energy or cost metric asked for where a spec does not state its inputs: say which."""
+
+    spec = plan.spec
+    asked = {spec.x, spec.y, spec.objective, *(c.metric for c in (*spec.targets, *spec.where))}
+    for v in plan.variants:
+        for m in sorted(asked & OPTIONAL_METRICS):
+            lacking = [p for p in NEEDS[m] if p not in v.values]
+            if lacking:
+                raise SpecError(
+                    v.ref,
+                    lacking[0],
+                    f"not stated, so {m} is unknown",
+                    f"--set {lacking[0]}=… or a spec that states it",
+                )

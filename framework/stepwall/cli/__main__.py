@@ -1,0 +1,5 @@
+import sys
+
+from stepwall.cli import main
+
+sys.exit(main())

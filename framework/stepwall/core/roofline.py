@@ -1,0 +1,106 @@
+"""How a GPU turns per-step work (`Op`s) into time: the API of kind ``gpu`` and of hardware
+kinds that extend it (``KindSpec(..., extends=("hardware", "gpu"))``).
+
+Per op, two terms:
+
+- the roofline at the op's own roof, t = max(B / (B_HBM·η_kind), F·(1 + n½/M) / (F_p·η_p)):
+  bytes at the bandwidth its kind achieves (weight-streaming GEMMs, grouped expert GEMMs,
+  attention over the KV cache), FLOPs at the dense peak of its math precision p with the
+  plateau efficiency η_p, slowed while the GEMM has few rows M (n½: the rows at which it
+  reaches half the plateau; Hockney's half-performance length); an attention kernel's
+  ramp is in the KV tokens each query reads, F·(1 + S½/S) (per-query work);
+- its floors, kernels × t_floor(kind) × φ: the fixed time of each kernel launch-to-finish
+  under CUDA graphs (a GEMM at its precision, with the activation quantisation it needs; a
+  grouped-GEMM MoE op; an attention kernel; a small kernel), for the engine's kernel
+  library (φ, `Engine.floor_factor`).
+
+A precision the GPU has no tensor cores for runs at the next wider one that it has
+(fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts.
+Efficiencies, n½ and floors are fitted to microbenchmarks of the primitives
+(``stepwall calibrate``), each with its source in the hardware spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from stepwall.core.errors import SpecError
+from stepwall.core.laws import floor_time, roofline_rows
+from stepwall.core.scenario import Scenario
+from stepwall.core.terms import Engine, Op, Term
+
+FALLBACK = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "fp8", "bf16"),
+            "bf16": ("bf16",)}  # fmt: skip
+# bandwidth efficiency and floor field of each op kind
+KIND_FIELDS = {
+    "gemm": ("hbm_efficiency", ""),  # the floor of the precision's roof
+    "grouped_gemm": ("moe_efficiency", "moe_floor"),
+    "attention": ("attention_efficiency", "attention_floor"),
+    "elementwise": ("hbm_efficiency", "kernel_floor"),
+}
+
+
+def roof(scenario: Scenario, precision: str) -> tuple[str, Any]:
+    """The precision an op of ``precision`` runs at on this GPU and its roof section's
+    parameters (``flops``, ``efficiency``, ``half_rows``)."""
+    for p in FALLBACK[precision]:
+        if scenario.kinds.get(f"hardware.{p}", "none") == "roof":
+            return p, getattr(scenario.params.hardware, p)
+    raise SpecError(scenario.origin, "hardware.bf16", "the GPU states no bf16 roof",
+                    "[bf16] flops, efficiency, half_rows")  # fmt: skip
+
+
+def op_terms(
+    scenario: Scenario,
+    op: Op,
+    engine: Engine,
+    plugin: str,
+    *,
+    bytes_: sp.Expr | None = None,
+    overlap: str | None = None,
+    why: str = "",
+) -> list[Term]:
+    """The roofline term of ``op`` (named after it) and its floor term (``<name>.floor``).
+    ``bytes_`` replaces the op's bytes (a part of it read from elsewhere); ``overlap`` its
+    overlap tag."""
+    hw = scenario.params.hardware
+    eff_field, floor_field = KIND_FIELDS[op.kind]
+    stated = getattr(scenario.hardware, eff_field) is not None  # else: as weight streaming
+    efficiency = getattr(hw, eff_field) if stated else hw.hbm_efficiency
+    if engine.memory_efficiency is not None:  # the engine's own measured streaming rate
+        efficiency = engine.memory_efficiency
+    used, r = roof(scenario, op.precision)
+    lane = op.overlap if overlap is None else overlap
+    slow = 1 / (1 - engine.comm_sm_fraction) if engine.two_batch_overlap else sp.S.One
+    moved = op.bytes if bytes_ is None else bytes_
+    terms = []
+    half_rows = r.half_rows
+    stated_moe = scenario.section(f"hardware.{used}").moe_half_rows is not None
+    if op.kind == "grouped_gemm" and stated_moe:
+        half_rows = r.moe_half_rows  # the experts' grouped GEMMs ramp up on their own
+    rows, capped = op.rows, True
+    if op.kind == "attention":  # its ramp is in the context each query reads
+        stated_half = scenario.hardware.attention_half_context is not None
+        half_rows = hw.attention_half_context if stated_half else sp.S.Zero
+        rows, capped = (op.rows if stated_half else sp.S.Zero), False
+    serial = None  # the rate one sequence's attention reaches alone, where the GPU states it
+    if (
+        op.kind == "attention"
+        and engine.memory_efficiency is None  # an engine's single streaming rate replaces it
+        and scenario.hardware.attention_user_bandwidth is not None
+    ):
+        serial = hw.attention_user_bandwidth
+    if moved != 0 or op.flops != 0:
+        t = roofline_rows(moved, op.flops, hw.hbm_bandwidth, efficiency, r.flops, r.efficiency,
+                          rows, half_rows, op.serial_bytes, serial, capped)  # fmt: skip
+        at = op.precision if used == op.precision else f"{op.precision} at the {used} roof"
+        terms.append(Term(op.name, slow * t, plugin, why or f"roofline ({at}) of {op.why}",
+                          op.group, lane))  # fmt: skip
+    if op.kernels != 0:
+        per_kernel = getattr(hw, floor_field) if floor_field else r.gemm_floor
+        floor = floor_time(op.kernels, per_kernel, engine.floor_factor)
+        terms.append(Term(f"{op.name}.floor", floor, plugin,
+                          f"{op.kind} kernel floors × engine factor", op.group, lane))  # fmt: skip
+    return terms

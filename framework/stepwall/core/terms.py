@@ -1,0 +1,318 @@
+"""The flow's data: work, collectives, terms. Each is frozen and checked where it is made.
+
+A `Term` is one additive piece of the step time with its provenance (plugin, reason). Its
+expression must have the dimension of time; that is checked when the term is created, so a
+plugin that adds bytes to seconds fails naming itself and the term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+import sympy as sp
+
+from stepwall.core import symbols
+from stepwall.core.errors import DimensionError
+from stepwall.core.units import DIMENSIONLESS, INFORMATION, OPERATION, TIME, Dim
+
+_NOT_FINITE = (sp.nan, sp.zoo, sp.oo, -sp.oo)
+
+
+def _check(expr: sp.Basic, want: Dim, *, what: str, name: str, plugin: str) -> sp.Expr:
+    if not isinstance(expr, sp.Basic | int | float):
+        raise DimensionError(
+            f"{what} must be a sympy expression, not {type(expr).__name__}",
+            term=name,
+            plugin=plugin,
+        )
+    expr = sp.sympify(expr)
+    if expr.has(*_NOT_FINITE):
+        raise DimensionError(f"{what} is not finite: {expr}", term=name, plugin=plugin)
+    if expr.is_Number and expr.is_zero:  # an exact zero has every dimension ("no time")
+        return expr
+    try:
+        got = symbols.dim(expr)
+    except DimensionError as e:
+        raise e.located(term=name, plugin=plugin) from None
+    if got != want:
+        raise DimensionError(
+            f"{what} must have dimension {want}",
+            left=str(got),
+            right=str(want),
+            term=name,
+            plugin=plugin,
+        )
+    return expr
+
+
+def _texts(item: object, what: str, *attrs_: str) -> None:
+    """Refuse a label of a plugin-made ``item`` that is not text (a TypeError, which the
+    registry reports naming the plugin and hook that made it)."""
+    for attr in attrs_:
+        value = getattr(item, attr)
+        if not isinstance(value, str):
+            raise TypeError(f"{what} {attr} must be text, not {type(value).__name__} {value!r}")
+
+
+@attrs.frozen
+class Term:
+    """One piece of the step time: ``expr`` seconds, contributed by ``plugin`` because ``why``.
+
+    ``group`` names the part of the step it belongs to (moe, attention, comm, base, spec);
+    terms sharing a non-empty ``overlap`` tag run concurrently: the step takes the Max over
+    their groups' sums instead of the sum.
+    """
+
+    name: str
+    expr: sp.Expr
+    plugin: str
+    why: str
+    group: str = "base"
+    overlap: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        _texts(self, "term", "name", "plugin", "why", "group", "overlap")
+        checked = _check(self.expr, TIME, what="a term", name=self.name, plugin=self.plugin)
+        object.__setattr__(self, "expr", checked)
+
+
+PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor cores run
+OP_KINDS = ("gemm", "grouped_gemm", "attention", "elementwise")
+
+
+@attrs.frozen
+class Op:
+    """Per-GPU work of one step: bytes moved from memory and FLOPs, in ``kernels`` launches.
+
+    ``kind`` says which floors and efficiencies apply (a weight-streaming GEMM, the grouped
+    GEMMs of the routed experts, decode/prefill attention, or small elementwise kernels);
+    ``precision`` the math the tensor cores run (an INT4 W4A16 GEMM computes in bf16, an NVFP4
+    one in fp4); ``rows`` the tokens through each GEMM (per expert for grouped GEMMs), or the
+    KV tokens each query attends to in an attention kernel, which set how close it gets to
+    its compute plateau (0: no such ramp); ``serial_bytes`` the
+    bytes one sequence must stream by itself (one user's KV cache in decode attention, which
+    a kernel can split only so far). The hardware plugin turns an Op into Terms.
+    """
+
+    name: str
+    bytes: sp.Expr
+    flops: sp.Expr
+    plugin: str
+    why: str
+    group: str
+    kernels: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
+    overlap: str = ""
+    kind: str = "gemm"
+    precision: str = "bf16"
+    rows: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
+    serial_bytes: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
+
+    def __attrs_post_init__(self) -> None:
+        for attr, want in (
+            ("bytes", INFORMATION),
+            ("flops", OPERATION),
+            ("kernels", DIMENSIONLESS),
+            ("rows", DIMENSIONLESS),
+            ("serial_bytes", INFORMATION),
+        ):
+            checked = _check(
+                getattr(self, attr), want, what=f"op {attr}", name=self.name, plugin=self.plugin
+            )
+            object.__setattr__(self, attr, checked)
+        if self.kind not in OP_KINDS:
+            raise DimensionError(f"op kind {self.kind!r} is not one of {', '.join(OP_KINDS)}",
+                                 term=self.name, plugin=self.plugin)  # fmt: skip
+        if self.precision not in PRECISIONS:
+            raise DimensionError(
+                f"op precision {self.precision!r} is not one of {', '.join(PRECISIONS)}",
+                term=self.name,
+                plugin=self.plugin,
+            )
+
+
+@attrs.frozen
+class Collective:
+    """A collective a parallel layout needs each step.
+
+    ``op`` is all_reduce, all_to_all, or send (point to point: a prompt's KV cache to a decode
+    pool); ``group`` GPUs take part; ``size`` is the bytes each GPU contributes per call;
+    ``count`` calls per step. ``inside``: of the group, how many ranks share a scale-up domain
+    (placement: an EP group whose ranks are TP groups of a whole node has one rank per node);
+    0 means as many as the domain holds.
+    """
+
+    name: str
+    op: str
+    group: sp.Expr
+    size: sp.Expr
+    count: sp.Expr
+    plugin: str
+    why: str
+    overlap: str = ""
+    inside: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
+
+    def __attrs_post_init__(self) -> None:
+        if self.op not in ("all_reduce", "all_to_all", "send"):
+            raise ValueError(f"collective {self.name}: unknown op {self.op!r}")
+        for attr, want in (
+            ("group", DIMENSIONLESS),
+            ("size", INFORMATION),
+            ("count", DIMENSIONLESS),
+            ("inside", DIMENSIONLESS),
+        ):
+            checked = _check(
+                getattr(self, attr),
+                want,
+                what=f"collective {attr}",
+                name=self.name,
+                plugin=self.plugin,
+            )
+            object.__setattr__(self, attr, checked)
+
+
+@attrs.frozen
+class Constraint:
+    """A relation a plugin's laws assume, e.g. ``n_dense_layers <= n_layers``.
+
+    ``relation`` is a sympy relation (or And/Or of relations) over parameters; both sides of
+    each comparison must have the same dimension (checked here). ``message`` says in words
+    why it must hold; ``keys`` are the spec paths a user would change, the first is the one an
+    error names. Constraints are evaluated like terms: at a point (eval refuses a violated
+    one), vectorized (sweep's feasible mask) and along a key (derive's feasible region).
+    """
+
+    name: str
+    relation: sp.Basic
+    message: str
+    keys: tuple[str, ...]
+    plugin: str
+    labels: tuple[str, str] = ("", "")  # names for the two sides of a long comparison
+
+    def __attrs_post_init__(self) -> None:
+        _texts(self, "constraint", "name", "message", "plugin")
+        if isinstance(self.keys, str) or not all(isinstance(k, str) for k in self.keys):
+            raise TypeError(f"constraint keys must be a tuple of spec keys, not {self.keys!r}")
+        rel = self.relation
+        kinds = (sp.core.relational.Relational, sp.logic.boolalg.BooleanFunction,
+                 sp.logic.boolalg.BooleanAtom)  # fmt: skip
+        if not isinstance(rel, kinds) or isinstance(rel, sp.Symbol):
+            raise DimensionError(
+                f"constraint relation must be a sympy relation, not {type(rel).__name__}",
+                term=self.name,
+                plugin=self.plugin,
+            )
+        try:
+            symbols.dim(rel)
+        except DimensionError as e:
+            raise e.located(term=self.name, plugin=self.plugin) from None
+        object.__setattr__(self, "keys", tuple(self.keys))
+
+
+@attrs.frozen
+class Decoding:
+    """What a decoding plugin decides: verify tokens per user M, accepted tokens τ, the
+    drafting work per step as times on the reference engine (``host``: drafter forward, tree
+    building; the engine's plugin turns them into terms at its own speed), and drafting the
+    model plugin costs on the GPU like its own layers: ``draft_passes`` sequential passes of
+    one token per user through ``draft_layers`` decoder layers and the LM head (an MTP
+    module)."""
+
+    verify_tokens: sp.Expr
+    accepted_tokens: sp.Expr
+    host: tuple[Term, ...] = ()
+    draft_passes: sp.Expr = sp.S.Zero
+    draft_layers: sp.Expr = sp.S.Zero
+
+
+@attrs.frozen
+class Layout:
+    """How a replica is spread: TP and EP degrees, DP replicas, and users per attention rank."""
+
+    tp: sp.Expr
+    ep: sp.Expr
+    dp: sp.Expr
+    gpus_per_replica: sp.Expr
+    users: sp.Expr  # users (concurrency) per replica
+    users_per_attention_rank: sp.Expr
+    imbalance: sp.Expr = sp.S.One  # load of the busiest EP rank over the mean
+    redundant_experts: sp.Expr = sp.S.Zero  # extra expert replicas held (EPLB)
+    uneven: bool = False  # degrees need not divide heads / experts (busiest rank sets time)
+
+
+@attrs.frozen
+class Engine:
+    """What the serving engine decides (the ``engine`` section's plugin): the kernels it
+    launches per decoder layer besides the model's GEMMs, attention and experts (norms,
+    RoPE, quantisation, top-k, residual adds: ``layer_kernels``); a factor on the hardware's
+    kernel floors for its kernel library (``floor_factor``: 1 for the reference library the
+    floors were measured with, 0 for an estimator without floors); the fraction of HBM
+    bandwidth its kernels stream at, where it states one (``memory_efficiency``, else the
+    hardware's per kind of kernel); the host time added per
+    kernel launch (``launch_overhead``: 0 under CUDA graphs); and how it overlaps work:
+    two-batch overlap of communication with compute (``two_batch_overlap``, with the share of
+    the GPU the communication kernels take, ``comm_sm_fraction``), shared experts on a side
+    stream during dispatch (``overlap_shared_experts``), and the most prompt tokens one
+    iteration prefills per attention rank in aggregated serving (``prefill_chunk``); the share
+    of device memory it gives weights and the KV cache (``memory_fraction``)."""
+
+    layer_kernels: sp.Expr = sp.S.Zero
+    floor_factor: sp.Expr = sp.S.One
+    launch_overhead: sp.Expr = sp.S.Zero
+    memory_efficiency: sp.Expr | None = None  # overrides the hardware's per-kind efficiencies
+    two_batch_overlap: bool = False
+    comm_sm_fraction: sp.Expr = sp.S.Zero
+    overlap_shared_experts: bool = False
+    prefill_chunk: sp.Expr = attrs.field(factory=lambda: sp.Integer(8192))
+    memory_fraction: sp.Expr = sp.S.One  # of device memory, for weights and KV cache
+
+
+@attrs.frozen
+class Step:
+    """One forward pass the model is costed for. ``name``: ``decode`` or ``prefill`` for the
+    scenario's own step, ``ttft`` for one prompt prefilled alone (time to first token).
+    ``users`` per replica and ``users_per_rank`` on the busiest attention rank;
+    ``tokens_per_user`` each user puts through the pass (M verify tokens, or the prompt);
+    ``context`` tokens each user already holds in the KV cache; ``produced`` tokens each user
+    gets from the pass (τ when decoding, the prompt when prefilling). In aggregated serving a
+    decode iteration also prefills ``prefill_tokens`` prompt tokens per replica, of which the
+    busiest attention rank takes ``prefill_tokens_rank``. ``kv_transfer`` prompt tokens whose
+    KV cache is sent to a decode pool after the pass (disaggregated serving). ``completion``
+    output tokens per request (OSL), for sizing a separate prefill pool."""
+
+    name: str
+    users: sp.Expr
+    users_per_rank: sp.Expr
+    tokens_per_user: sp.Expr
+    context: sp.Expr
+    produced: sp.Expr
+    prefill_tokens: sp.Expr = sp.S.Zero
+    prefill_tokens_rank: sp.Expr = sp.S.Zero
+    prefill_context: sp.Expr = sp.S.Zero  # mean tokens a prefilled prompt token attends to
+    kv_transfer: sp.Expr = sp.S.Zero
+    completion: sp.Expr = sp.S.One
+
+    @property
+    def tokens(self) -> sp.Expr:
+        """Tokens through the replica's GEMMs in this pass: users·M plus prefill tokens."""
+        return self.users * self.tokens_per_user + self.prefill_tokens
+
+    @property
+    def tokens_rank(self) -> sp.Expr:
+        """Tokens through the busiest attention rank in this pass."""
+        return self.users_per_rank * self.tokens_per_user + self.prefill_tokens_rank
+
+
+@attrs.frozen
+class Workload:
+    """A model's per-GPU work for one step under a layout, its collectives and its memory.
+
+    ``weight_parts`` splits ``weight_bytes_per_gpu`` by component (``routed_experts``,
+    ``attention``, …) for plugins that place some of it elsewhere (host memory)."""
+
+    ops: tuple[Op, ...]
+    collectives: tuple[Collective, ...]
+    weight_bytes_per_gpu: sp.Expr
+    kv_bytes_per_gpu: sp.Expr
+    layers: sp.Expr
+    weight_parts: Mapping[str, sp.Expr] = attrs.field(factory=dict)

@@ -1,0 +1,558 @@
+"""The step model: a scenario's terms composed into step time and metrics.
+
+step time   t  = Σ terms  (terms sharing an ``overlap`` tag run concurrently: Max over lanes)
+per user       = τ / t                      (tokens each user gets per step over step time)
+aggregate      = dp · C · τ / t             (C users per replica, dp replicas)
+per GPU        = aggregate / (dp · GPUs per replica)
+TTFT           = t_ttft                     (one prompt prefilled alone on a replica)
+request        = t_ttft + OSL · t / τ        (one request's end-to-end latency)
+prefill rate   = prompt / (t_ttft · GPUs per replica)
+P/D pools      = decode pool's prompt demand (aggregate · ISL/OSL) / prefill rate GPUs
+memory per GPU = weights + KV cache, against the capacity × the engine's memory fraction
+
+Expressions stay symbolic in every parameter; numbers enter only in `evaluate`, through one
+``lambdify(cse=True)`` per model shape (`stepwall.numeric.compiled.CompiledModel`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import sympy as sp
+
+from stepwall.core.catalog import catalog_root
+from stepwall.core.errors import PluginError, SpecError, shown_path
+from stepwall.core.scenario import Scenario
+from stepwall.core.symbols import Parameter, constants_in, rebuild
+from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
+from stepwall.model.constraints import HINT_LIMIT, Violation, composer_constraints, explain
+from stepwall.model.economics import energy_metrics
+from stepwall.numeric.compiled import (
+    DIAGNOSTIC_METRICS,
+    METRIC_UNITS,
+    METRICS,
+    OPTIONAL_METRICS,
+    CompiledModel,
+    ConstraintInfo,
+    ModelCache,
+    OpInfo,
+    TermInfo,
+    cache_key,
+    group_times,
+    scenario_info,
+    shape_key,
+    summary_of,
+    value_of,
+)
+from stepwall.numeric.printer import function_source
+from stepwall.plugin import registry as registries
+from stepwall.plugin.registry import Registry
+from stepwall.spec.loader import catalog_names, read_toml
+from stepwall.spec.validation import load_scenario
+
+__all__ = [
+    "DIAGNOSTIC_METRICS",
+    "METRICS",
+    "METRIC_UNITS",
+    "StepModel",
+    "build_model",
+    "summary",
+]
+
+
+class Shared(list[CompiledModel]):
+    """The compiled model of the StepModels that `build_model` made for one shape (at most
+    one entry), and its entry in the on-disk cache (`stepwall.numeric.compiled.cache_key`): a model
+    made otherwise (another ``shared``, other expressions) is compiled from its own."""
+
+    def __init__(self, cache_key: tuple[str, Mapping[str, Any]] | None = None) -> None:
+        super().__init__()
+        self.cache_key = cache_key
+
+
+@attrs.frozen
+class StepModel:
+    """Terms, how they combine, the metrics and constraints, and the values to substitute."""
+
+    scenario: Scenario
+    terms: tuple[Term, ...]
+    decoding: Decoding
+    layout: Layout
+    workload: Workload
+    metrics: Mapping[str, sp.Expr]
+    constraints: tuple[Constraint, ...] = ()
+    structural_keys: frozenset[str] = frozenset()  # numeric keys whose value shaped the model
+    engine: Engine = attrs.field(factory=Engine)
+    steps: tuple[Step, ...] = ()  # the scenario's own step, then the others (ttft)
+    ttft_terms: tuple[Term, ...] = ()  # the terms of one prompt prefilled alone
+    # the compiled model, shared by every StepModel of the same shape (see `build_model`)
+    shared: list[CompiledModel] = attrs.field(factory=list, eq=False, repr=False)
+
+    @property
+    def step_time(self) -> sp.Expr:
+        return self.metrics["step_time_s"]
+
+    @property
+    def values(self) -> Mapping[Parameter, float]:
+        return self.scenario.values
+
+    @property
+    def parameters(self) -> tuple[Parameter, ...]:
+        """Every parameter of the scenario, in a stable order (by path)."""
+        return tuple(sorted(self.scenario.values, key=lambda s: s.name))
+
+    @property
+    def numeric(self) -> CompiledModel:
+        """The compiled model (one per shape, made on first use), from the on-disk cache
+        when any process compiled this shape before."""
+        if not self.shared:
+            key = getattr(self.shared, "cache_key", None)
+            store = ModelCache(key is not None)
+            found = store.get(*key) if key is not None else None
+            if found is None:
+                found = compile_model(self)
+                if key is not None:
+                    shape, reads = key
+                    store.put(shape, {p: reads[p] for p in found.structural_keys}, found)
+            self.shared.append(found)
+        return self.shared[0]
+
+    def evaluate(self, overrides: Mapping[sp.Symbol | str, Any] | None = None) -> dict[str, Any]:
+        """Metrics, term times, per-GPU op work (bytes, FLOPs) and constraints, numerically.
+        ``overrides`` maps parameters (Symbol or path) to values or numpy arrays (broadcast
+        together, for vectorized sweeps). ``constraints`` maps each constraint's name to
+        whether it holds; ``feasible`` is all of them and every metric finite."""
+        vals = {s.name: v for s, v in self.scenario.values.items()}
+        for k, v in (overrides or {}).items():
+            name = k if isinstance(k, str) else k.name
+            if name not in vals:
+                raise SpecError("evaluate", str(k), "not a parameter of this scenario",
+                                "a spec path such as parallel.tp")  # fmt: skip
+            vals[name] = v
+        return self.numeric.evaluate(vals)
+
+    def violations(self, evaluated: Mapping[str, Any] | None = None) -> list[Violation]:
+        """The constraints that do not hold at the scenario's point, each in words (a metric
+        that is not finite counts as one)."""
+        ev = evaluated or self.evaluate()
+        out = [
+            violation(self, c)
+            for c in self.constraints
+            if not bool(np.all(ev["constraints"][c.name]))
+        ]
+        if not out and not bool(np.all(ev["feasible"])):
+            bad = [m for m in METRICS if m not in OPTIONAL_METRICS
+                   and not np.all(np.isfinite(np.asarray(ev[m], dtype=float)))]  # fmt: skip
+            why = "a parameter is zero or out of its physical range"
+            c = Constraint("finite", sp.true, why, (), "stepwall")
+            out.append(Violation(c, self.scenario.label, "", f"{', '.join(bad)} is not finite"))
+        return out
+
+    def check(self) -> None:
+        """Raise a one-line SpecError for the first constraint that does not hold."""
+        found = self.violations()
+        if found:
+            v = found[0]
+            more = f" [and {len(found) - 1} more]" if len(found) > 1 else ""
+            why = v.constraint.message + (f"; {v.hint}" if v.hint else "")
+            raise SpecError(v.where, v.key, v.text + more, why=why)
+
+    def parameter(self, key: str, where: str = "parameter") -> Parameter:
+        """The Parameter of a spec path in this scenario; else a SpecError naming the closest."""
+        sym = self.scenario.parameter(key)
+        if sym is None:
+            names = sorted(s.name for s in self.values if not s.name.startswith("const."))
+            hint = difflib.get_close_matches(key, names, n=1)
+            raise SpecError(where, key, "not a parameter of this scenario",
+                            f"a parameter such as {hint[0] if hint else names[0]}")  # fmt: skip
+        return sym
+
+    def substituted(self, expr: sp.Expr, free: Iterable[sp.Symbol] = ()) -> sp.Expr:
+        """``expr`` with every parameter but ``free`` replaced by its value (no simplify)."""
+        keep = set(free)
+        values = {s: sp.Float(v, 6) for s, v in self.scenario.values.items() if s not in keep}
+        return rebuild(expr, values)
+
+    def group_times(self, evaluated: Mapping[str, Any] | None = None) -> dict[str, float]:
+        """Seconds per term group (moe, attention, comm, base, spec), summed over terms."""
+        ev = evaluated or self.evaluate()
+        return group_times(self.numeric, ev)
+
+
+def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
+    """The model's one ``lambdify`` (and, with ``scalar``, its plain-Python form for one
+    point) and the names that read its outputs."""
+    params = model.parameters
+    # a metric the specs cannot give (energy without a board power) is NaN: unknown
+    exprs = [model.metrics.get(m, sp.nan) for m in METRICS] + [t.expr for t in model.terms]
+    exprs += [e for op in model.workload.ops for e in (op.bytes, op.flops)]
+    exprs += [c.relation for c in model.constraints]
+    if model.shared:  # the numpy form exists: add the plain-Python one
+        base = model.shared[0]
+        source, imports = base.source, base.imports
+    else:
+        source, imports = function_source(params, exprs, "numpy")
+    scalar_source, scalar_imports = function_source(params, exprs, "math") if scalar else ("", ())
+    return CompiledModel(
+        tuple(s.name for s in params),
+        {s.name: float(s.value) for s in params if s.value is not None},
+        source,
+        tuple(TermInfo(t.name, t.group, t.plugin, t.why, t.overlap) for t in model.terms),
+        tuple(OpInfo(op.name, op.group, op.plugin) for op in model.workload.ops),
+        tuple(ConstraintInfo(c.name, c.plugin, c.message, c.keys) for c in model.constraints),
+        model.structural_keys,
+        imports,
+        scalar_source,
+        scalar_imports,
+    )
+
+
+def compose_step_time(terms: Sequence[Term]) -> sp.Expr:
+    """Σ terms, where terms sharing an overlap tag run concurrently and contribute the Max
+    over their lanes' sums. A tag ``"tbo.experts/comm"`` names the lane after the slash; a bare tag
+    uses the term's group as its lane."""
+    plain = [t.expr for t in terms if not t.overlap]
+    tagged: dict[str, dict[str, list[sp.Expr]]] = defaultdict(lambda: defaultdict(list))
+    for t in terms:
+        if t.overlap:
+            tag, _, lane = t.overlap.partition("/")
+            tagged[tag][lane or t.group].append(t.expr)
+    overlapped = [
+        sp.Max(*(sp.Add(*g) for g in lanes.values()), evaluate=False) for lanes in tagged.values()
+    ]
+    return sp.Add(*plain, *overlapped)
+
+
+# ---------------------------------------------------------------- building
+
+
+def scenario_of(
+    ref: str | Path, sets: Iterable[str] = (), registry: Registry | None = None
+) -> Scenario:
+    """A scenario (catalog name or path) read, overridden by ``sets`` (``"parallel.tp=16"``)
+    and validated against the kinds of ``registry`` (default: built-ins and installed
+    plugins): `stepwall.load_scenario`."""
+    return load_scenario(ref, (registry or registries.default()).kinds, sets)
+
+
+def build_model(
+    scenario: Scenario | str | Path,
+    sets: Iterable[str] = (),
+    registry: Registry | None = None,
+) -> StepModel:
+    """Run the flow: decoding -> partition -> model work -> compute, collective, fixed terms,
+    memory, constraints.
+
+    Models of the same shape (same kinds, choices and flags, and the same values of the keys a
+    plugin read while building: `StepModel.structural_keys`) differ only in the numbers
+    substituted, so the expressions and their compiled function are built once per shape and
+    registry, and reused with the new scenario's values."""
+    registry = registry or registries.default()
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario, registry.kinds, sets)
+    shape = shape_key(scenario)
+    for reads, known in registry.models.get(shape, ()):
+        if all(value_of(scenario, path) == v for path, v in reads):
+            with_values = _with_constants(scenario, known.values)
+            reused: StepModel = attrs.evolve(known, scenario=with_values)
+            return reused
+    model = attrs.evolve(_build(scenario, registry), shared=Shared(cache_key(scenario, registry)))
+    reads = tuple(sorted((path, value_of(scenario, path)) for path in model.structural_keys))
+    registry.remember(shape, reads, model)
+    return model
+
+
+def _with_constants(scenario: Scenario, values: Mapping[Parameter, float]) -> Scenario:
+    """The scenario's values plus the physical constants among ``values``."""
+    constants = {s: v for s, v in values.items() if getattr(s, "value", None) is not None}
+    return attrs.evolve(scenario, values={**constants, **scenario.values})
+
+
+def _build(scenario: Scenario, registry: Registry) -> StepModel:
+    """The flow itself, for a scenario whose shape was not built before: decoding, engine,
+    layout, then for each step (the scenario's own, then time to first token) the model's
+    work and its compute, collective and fixed terms."""
+
+    def need(result: Any, hook: str, section: str) -> Any:
+        if result is None:
+            raise SpecError(
+                scenario.origin,
+                f"{section}.kind",
+                f"plugin {registry.owner(section, scenario.kinds.get(section, ''))} does not "
+                f"implement {hook} for kind {scenario.kinds.get(section)!r}",
+            )
+        return result
+
+    decoding = need(registry.call_owner("stepwall_decoding", scenario), "stepwall_decoding",
+                    "decoding")  # fmt: skip
+    engine = need(registry.call_owner("stepwall_engine", scenario), "stepwall_engine", "engine")
+    layout = need(
+        registry.call_owner("stepwall_partition", scenario, decoding=decoding),
+        "stepwall_partition",
+        "parallel",
+    )
+    steps = need(
+        registry.call_owner(
+            "stepwall_steps", scenario, decoding=decoding, layout=layout, engine=engine
+        ),
+        "stepwall_steps",
+        "workload",
+    )
+    if not steps or [s.name for s in steps[1:]] != ["ttft"]:
+        raise PluginError(
+            f"plugin {registry.owner('workload', scenario.kinds.get('workload', ''))}: "
+            "stepwall_steps must return the scenario's step, then one named 'ttft'"
+        )
+    costed = [_cost(scenario, registry, decoding, layout, engine, s, need) for s in steps]
+    (workload, terms), (_, ttft_terms) = costed[0], costed[1]
+    ttft_terms = [attrs.evolve(t, name=f"ttft.{t.name}") for t in ttft_terms]
+    _unique("terms", [*terms, *ttft_terms])
+    resident = registry.call_owner("stepwall_device_memory", scenario, workload=workload)
+    if resident is None:
+        resident = workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu
+    step, ttft = steps
+    t, t_ttft = compose_step_time(terms), compose_step_time(ttft_terms)
+    gpus = layout.gpus_per_replica
+    aggregate = layout.dp * step.users * step.produced / t
+    prefill_rate = ttft.users * ttft.tokens_per_user / (t_ttft * gpus)
+    # a separate prefill pool feeding this decode pool: each request's prompt (ttft step)
+    # per step.produced·(OSL) output tokens; GPUs it needs at the measured prefill rate
+    demand = aggregate * ttft.tokens_per_user / step.completion
+    prefill_gpus = demand / prefill_rate
+    # what the engine lets weights and KV cache use of the device's memory
+    capacity = scenario.params.hardware.memory_capacity * engine.memory_fraction
+    metrics = {
+        "step_time_s": t,
+        "tokens_per_s_per_user": step.produced / t,
+        "tokens_per_s": aggregate,
+        "tokens_per_s_per_gpu": step.users * step.produced / (t * gpus),
+        "ttft_s": t_ttft,
+        "request_s": t_ttft + step.completion * t / step.produced,
+        "prefill_tokens_per_s_per_gpu": prefill_rate,
+        "pd_prefill_gpus": prefill_gpus,
+        "pd_tokens_per_s_per_gpu": aggregate / (layout.dp * gpus + prefill_gpus),
+        "gpus": layout.dp * gpus,
+        "memory_bytes_per_gpu": resident,
+        "weight_bytes_per_gpu": workload.weight_bytes_per_gpu,
+        "kv_bytes_per_gpu": workload.kv_bytes_per_gpu,
+        "memory_capacity_per_gpu": capacity,
+    }
+    metrics.update(energy_metrics(scenario, metrics["tokens_per_s_per_gpu"]))
+    stated = registry.call_each(
+        "stepwall_constraints", scenario, decoding=decoding, layout=layout, workload=workload
+    )
+    # the degrees that shrink resident memory, those the scenario sets first
+    held = {s.name for s in sp.sympify(resident).free_symbols}
+    levers = sorted(
+        (k for k in held if k.startswith("parallel.")),
+        key=lambda k: (k not in scenario.provenance, k),
+    )
+    levers += sorted(k for k in held if k.startswith("workload."))  # what fills the KV cache
+    constraints = [  # the plugins' first: a root cause reads better than its symptom
+        *(c for cs in stated for c in cs),
+        *composer_constraints([*terms, *ttft_terms], resident, capacity, levers),
+    ]
+    _unique("constraints", constraints)
+    # Physical constants that the model uses join the values, wherever they were declared.
+    used = constants_in([*metrics.values(), *(c.relation for c in constraints)])
+    scenario = attrs.evolve(scenario, values={**used, **scenario.values})
+    return StepModel(
+        scenario,
+        tuple(terms),
+        decoding,
+        layout,
+        workload,
+        metrics,
+        tuple(constraints),
+        frozenset(scenario.reads),
+        engine,
+        tuple(steps),
+        tuple(ttft_terms),
+    )
+
+
+def _cost(
+    scenario: Scenario,
+    registry: Registry,
+    decoding: Decoding,
+    layout: Layout,
+    engine: Engine,
+    step: Step,
+    need: Any,
+) -> tuple[Workload, list[Term]]:
+    """One step's work and terms: model work, then compute, collective and fixed terms."""
+    workload = need(
+        registry.call_owner("stepwall_model_work", scenario, decoding=decoding, layout=layout,
+                            step=step, engine=engine),
+        "stepwall_model_work",
+        "model",
+    )  # fmt: skip
+    compute = need(
+        registry.call_owner("stepwall_compute_terms", scenario, ops=workload.ops, engine=engine),
+        "stepwall_compute_terms",
+        "hardware",
+    )
+    comm = need(
+        registry.call_owner(
+            "stepwall_collective_terms", scenario, collectives=workload.collectives
+        ),
+        "stepwall_collective_terms",
+        "cluster.scale_up",
+    )
+    fixed = registry.call_each("stepwall_fixed_terms", scenario, workload=workload,
+                               decoding=decoding, step=step, engine=engine)  # fmt: skip
+    return workload, [*compute, *comm, *(t for ts in fixed for t in ts)]
+
+
+def _unique(what: str, items: Sequence[Term | Constraint]) -> None:
+    names = [i.name for i in items]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        owners = sorted({i.plugin for i in items if i.name == dupes[0]})
+        raise PluginError(
+            f"plugin {' and plugin '.join(owners)}: two {what} are named {dupes[0]!r}; "
+            f"{what[:-1]} names must be unique"
+        )
+
+
+def check_entry(path: Path, section: str, registry: Registry | None = None) -> list[str]:
+    """Check a catalog entry's own constraints (those whose keys all lie in ``section``, e.g.
+    ``n_dense_layers <= n_layers`` for a model) by putting it into the first catalog scenario
+    of the same kind that takes the entry as it is (not one that overrides its values in a
+    ``[section]`` table of its own); raise a SpecError for a violated one. Returns
+    plausibility warnings."""
+
+    registry = registry or registries.default()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in catalog_names("scenarios"):
+            if isinstance(read_toml(catalog_root() / "scenarios" / f"{name}.toml").get(section),
+                          dict):  # fmt: skip
+                continue  # it overrides some of the entry's values
+            probe = Path(tmp) / "probe.toml"
+            probe.write_text(f'from = "{name}"\n{section} = {json.dumps(str(path.resolve()))}\n')
+            try:
+                model = build_model(probe, registry=registry)
+            except SpecError as e:
+                if "kind" in e.key or "unknown key" in e.problem:
+                    continue  # a scenario of another kind: try the next
+                raise
+            ev = model.evaluate()
+            for c in model.constraints:
+                local = c.keys and all(k.startswith(section + ".") for k in c.keys)
+                if local and not bool(np.all(ev["constraints"][c.name])):
+                    v = violation(model, c)
+                    raise SpecError(str(path), v.key, v.text, why=c.message)
+            return list(model.scenario.warnings)
+    return []
+
+
+# ---------------------------------------------------------------- the eval document
+
+
+def model_summary(model: StepModel) -> dict[str, Any]:
+    """`summary` of a built model, its violations included."""
+    ev = model.evaluate()
+    return summary(model.scenario, model.numeric, model.violations(ev), ev)
+
+
+def compile_scenario(
+    scenario: Scenario,
+    registry: Registry | None = None,
+    *,
+    cache: bool = True,
+    scalar: bool = False,
+) -> CompiledModel:
+    """The compiled model of a scenario, from the on-disk cache when a model of its shape was
+    compiled before (in any process), else built and stored. ``scalar`` asks for the
+    plain-Python form too (one point, no numpy: what ``stepwall eval`` runs)."""
+    registry = registry or registries.default()
+    key = cache_key(scenario, registry) if cache else None
+    store = ModelCache(key is not None)
+    found = store.get(*key) if key is not None else None
+    if found is not None and (found.scalar_source or not scalar):
+        return found
+    model = build_model(scenario, registry=registry)
+    if scalar:
+        numeric = compile_model(model, scalar=True)
+        if key is not None:
+            store.put(key[0], {p: key[1][p] for p in numeric.structural_keys}, numeric)
+        return numeric
+    return model.numeric  # from the cache or compiled and stored by the model
+
+
+def summary(
+    scenario: Scenario,
+    numeric: CompiledModel,
+    violations: Sequence[Violation] = (),
+    evaluated: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The `stepwall eval --json` object: metrics, groups, terms, ops, parameters with their
+    sources, and the violations found (empty when the point is feasible)."""
+    ev = evaluated or numeric.evaluate({s.name: v for s, v in scenario.values.items()})
+    return summary_of(scenario_info(scenario), numeric, [v.to_json() for v in violations], ev)
+
+
+def violation(
+    model: StepModel, c: Constraint, values: Mapping[sp.Symbol, float] | None = None
+) -> Violation:
+    """``c`` (known not to hold) said with the values at the point, and what would fix it."""
+    vals = dict(values if values is not None else model.values)
+    if c.keys:
+        key = _blamed(model, c)
+        where = shown_path(model.scenario.file_of(key))
+    else:
+        key, where = "", f"plugin {c.plugin}"
+    text = explain(c.relation, vals, key, c.labels)
+    return Violation(c, where, key, text, repair_hint(model, c, vals))
+
+
+def _blamed(model: StepModel, c: Constraint) -> str:
+    """The key to name: one the user set on the command line (among the constraint's keys,
+    else among the parameters its relation depends on), else one a file states, else the
+    constraint's first (a plugin default nobody wrote down is the last thing to blame)."""
+    stated, keys = model.scenario.provenance, c.keys
+    held = sorted(s.name for s in c.relation.free_symbols if isinstance(s, sp.Symbol))
+    on_command_line = [k for k in (*keys, *held) if stated.get(k) in ("--set", "--at")]
+    in_a_file = [k for k in keys if k in stated]
+    return (on_command_line or in_a_file or list(keys))[0]
+
+
+def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, float]) -> str:
+    """For a constraint a parallel degree can fix: the nearest degree up to `HINT_LIMIT` at
+    which every constraint holds (the smallest one that fits, for memory)."""
+    for key in c.keys:
+        if not key.startswith("parallel."):
+            continue
+        try:
+            sym = model.parameter(key)
+        except Exception:
+            continue
+        now = int(values[sym])
+        limit = min(max(_cluster_gpus(model, values), 2 * now, 8), HINT_LIMIT)
+        cand = np.arange(1, limit + 1, dtype=float)
+        ev = model.evaluate({**{s: v for s, v in values.items() if s != sym}, sym: cand})
+        ok = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), cand.shape)
+        alone = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), cand.shape)
+        if ok.any():
+            best = min(cand[ok], key=lambda v: (abs(v - now), -v))
+            return f"{key} = {int(best)} satisfies every constraint"
+        if alone.any():
+            best = min(cand[alone], key=lambda v: (abs(v - now), -v))
+            return f"{key} = {int(best)} would satisfy this, but not every other constraint"
+    return ""
+
+
+def _cluster_gpus(model: StepModel, values: Mapping[sp.Symbol, float]) -> int:
+    by_name = {s.name: v for s, v in values.items()}
+    try:
+        return int(by_name["cluster.nodes"] * by_name["cluster.gpus_per_node"])
+    except KeyError:
+        return 0

@@ -1,0 +1,50 @@
+"""Energy and cost per token: symbolic metrics from the hardware's board power and the
+cluster's price per GPU-hour and PUE, beside the throughput metrics they divide.
+
+    joules per token        = P_GPU / r                  (board energy per output token)
+    tokens/s per MW         = r / (P_GPU · PUE) · 10⁶ W  (provisioned: facility power)
+    USD per million tokens  = c_GPU / r · 10⁶            (c_GPU in USD/s)
+
+where r is tokens/s per GPU (`stepwall.model.compose`: C·τ / (t · GPUs per replica)). Each needs its
+inputs stated in the specs (``hardware.board_power``, ``cluster.pue``,
+``cluster.price_per_gpu_hour``); where one is absent the metric is unknown, not guessed: it
+is left out of the model (`StepModel.metrics`), compiles to NaN, reads ``null`` in ``eval
+--json`` and is not shown by ``eval``. An unknown energy or cost does not make a point
+infeasible (`OPTIONAL_METRICS`).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from stepwall.core.scenario import Scenario
+
+ENERGY_METRICS = ("joules_per_token", "tokens_per_s_per_mw", "usd_per_million_tokens")
+# the spec values each one needs, in words for an error or a "(unknown: …)" note
+NEEDS = {
+    "joules_per_token": ("hardware.board_power",),
+    "tokens_per_s_per_mw": ("hardware.board_power", "cluster.pue"),
+    "usd_per_million_tokens": ("cluster.price_per_gpu_hour",),
+}
+MEGA = sp.Integer(10) ** 6
+
+
+def energy_metrics(scenario: Scenario, per_gpu: sp.Expr) -> dict[str, sp.Expr]:
+    """The energy and cost metrics whose inputs the scenario states, as expressions in
+    ``per_gpu`` (tokens/s per GPU) and the spec's parameters."""
+    power = scenario.parameter("hardware.board_power")
+    pue = scenario.parameter("cluster.pue")
+    price = scenario.parameter("cluster.price_per_gpu_hour")
+    out: dict[str, sp.Expr] = {}
+    if power is not None:
+        out["joules_per_token"] = power / per_gpu
+        if pue is not None:
+            out["tokens_per_s_per_mw"] = per_gpu * MEGA / (power * pue)
+    if price is not None:
+        out["usd_per_million_tokens"] = price * MEGA / per_gpu
+    return out
+
+
+def missing(name: str, stated: set[str]) -> list[str]:
+    """The spec paths ``name`` needs that are not in ``stated``."""
+    return [p for p in NEEDS.get(name, ()) if p not in stated]

@@ -1,0 +1,93 @@
+"""The entry types plugins return from the hooks that add things by name: an `Analysis`
+(``stepwall_analyses``), an output `Format` (``stepwall_formats``), a report `BlockKind`
+(``stepwall_report_blocks``), a `Command` (``stepwall_commands``). Each is frozen attrs; the
+registry sets ``plugin`` to the name of the plugin that returned it. They sit in the plugin
+layer so that the hook specifications can name them; what their functions receive (a model, a
+report, a table) belongs to the layers above and is typed ``Any`` here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+import attrs
+
+from stepwall.core.options import structure_options
+
+
+def _many_text(results: Sequence[Any]) -> str:
+    return "\n\n".join(d.render() for d in results)
+
+
+def _rows(results: Sequence[Any]) -> tuple[list[str], list[list[Any]]]:
+    head = ["key", "value", "feasible_value", "method", "note"]
+    return head, [[d.key, d.value, d.feasible_value, d.method, d.note] for d in results]
+
+
+@attrs.frozen
+class Analysis:
+    """One analysis: ``run(model, options, context)`` returns a `Derivation` (or a list when
+    ``many``). ``text`` renders the results for a terminal, ``table`` as rows (report tables,
+    CSV); both have sensible defaults."""
+
+    name: str
+    doc: str
+    options: type
+    run: Callable[..., Any]  # -> a Derivation, or a list of them
+    many: bool = False
+    text: Callable[[Sequence[Any]], str] = _many_text
+    table: Callable[[Sequence[Any]], tuple[list[str], list[list[Any]]]] = _rows
+    number_format: str = ".4g"  # how a report shows the values of a list of results
+    at_point: bool = False  # a property of the scenario's point: refused where infeasible
+    plugin: str = ""
+
+
+@attrs.frozen
+class Format:
+    """An output format: ``write(table_or_document, stream)``. ``tables``/``documents`` say
+    what it can write; ``binary`` formats need a file (``-o``)."""
+
+    name: str
+    doc: str
+    suffixes: tuple[str, ...]
+    write: Callable[[Any, IO[Any]], None]
+    tables: bool = True
+    documents: bool = False
+    binary: bool = False
+    plugin: str = ""
+
+
+def structured(report: Any, options: type, given: dict[str, Any], at: str) -> Any:
+    """A block's keys as its options class, errors naming the report file and the block."""
+    return structure_options(options, given, report.where, at)
+
+
+@attrs.frozen
+class BlockKind:
+    """A block kind: ``render(report, options, at)`` returns Markdown lines and may add
+    files (``report.outputs``) and values placeholders can name (``report.ns``). ``early``
+    blocks render before the others (they compute what prose refers to); ``prepare`` turns
+    the block's keys into options (default: the options class, validated).
+
+    ``compute(report, options, at)``, where given, is the block's heavy work that depends
+    only on the models and its options, not on other blocks: the report starts it before
+    rendering, possibly in a helper process (`stepwall.numeric.parallel`), and ``render`` takes its
+    result with ``report.computed(at, fallback)``. The result must pickle."""
+
+    name: str
+    doc: str
+    options: type
+    render: Callable[[Any, Any, str], list[str]]
+    early: bool = False
+    prepare: Callable[..., Any] = attrs.field(default=None)
+    plugin: str = ""
+    compute: Callable[[Any, Any, str], Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.prepare is None:
+            object.__setattr__(
+                self,
+                "prepare",
+                lambda report, given, at: structured(report, self.options, given, at),
+            )

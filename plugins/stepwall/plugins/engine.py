@@ -1,0 +1,166 @@
+"""Engine kind ``engine``: what the serving software adds to the GPU's work.
+
+An engine profile (``specs/engines/*.toml``) states, each with its source:
+
+- host time per step (scheduling, sampling, the CUDA-graph replay bubble) and per layer
+  (work a CUDA graph does not remove), as terms; ``native`` scales them and the drafting
+  work the decoding plugin hands over (`Decoding.host`): the seed's "native engine = −40%
+  overhead" is native = 0.6;
+- the small kernels it launches per decoder layer besides the model's GEMMs, attention and
+  experts (norms, RoPE, quantisation, top-k, residual adds), which the model plugin costs
+  as elementwise kernels;
+- a factor on the hardware's kernel floors for its kernel library (1: the library the
+  floors were measured with; 0: an estimator without floors, as the seed's);
+- the host time added per kernel launch without CUDA graphs (``launch_overhead``), as a term;
+- the share of device memory it gives weights and the KV cache;
+- how it overlaps work: two-batch overlap, shared experts during dispatch, the share of the
+  GPU communication kernels take, and the prefill chunk of aggregated serving.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import sympy as sp
+
+from stepwall.core.fields import FACTOR, FRACTION, KindSpec, flag, quantity
+from stepwall.core.laws import launch_time
+from stepwall.core.scenario import Scenario
+from stepwall.core.terms import Decoding, Engine, Step, Term, Workload
+from stepwall.plugin.hookspecs import hookimpl
+
+PLUGIN = "engine"
+
+
+def _time(doc: str, latex: str) -> Any:
+    return quantity("time", doc, latex=latex, minimum=0.0, inclusive=True, default=0.0)
+
+
+@attrs.frozen
+class EngineSpec:
+    per_step: float = _time("host time per step not hidden behind the GPU", "t_{step}")
+    per_layer: float = _time("host time per decoder layer per step", "t_{layer}")
+    native: float = quantity(
+        "dimensionless",
+        "factor on host time and drafting (1 = as measured, 0.6 = a native engine)",
+        latex=r"\nu",
+        default=1.0,
+        plausible=FACTOR,
+    )
+    layer_kernels: int = quantity(
+        "dimensionless",
+        "small kernels the engine launches per decoder layer (norms, RoPE, quantise, top-k)",
+        latex="k_{layer}",
+        integer=True,
+        minimum=0.0,
+        inclusive=True,
+        default=0.0,
+    )
+    floor_factor: float = quantity(
+        "dimensionless",
+        "factor on the hardware's kernel floors for this engine's kernel library",
+        latex=r"\phi",
+        minimum=0.0,
+        inclusive=True,
+        default=1.0,
+        plausible=FACTOR,
+    )
+    launch_overhead: float = _time(
+        "host time per kernel launch (0 under CUDA graphs)", "t_{launch}"
+    )
+    memory_efficiency: float | None = quantity(
+        "dimensionless",
+        "fraction of HBM bandwidth every kernel of this engine streams at, overriding the "
+        "hardware's per-kind efficiencies and per-sequence attention rate (the seed's "
+        "estimator: one measured value)",
+        latex=r"\eta_{eng}",
+        maximum=1.0,
+        default=None,
+        plausible=FRACTION,
+    )
+    memory_fraction: float = quantity(
+        "dimensionless",
+        "share of device memory the engine gives weights and KV cache (the rest: activations, "
+        "CUDA graphs, workspaces)",
+        latex=r"f_{mem}",
+        maximum=1.0,
+        default=1.0,
+        plausible=FRACTION,
+    )
+    two_batch_overlap: bool = flag(
+        "split each step into two micro-batches so one's communication hides under the "
+        "other's compute"
+    )
+    comm_sm_fraction: float = quantity(
+        "dimensionless",
+        "share of the GPU that overlapped communication kernels take from compute",
+        latex=r"f_{comm}",
+        minimum=0.0,
+        inclusive=True,
+        maximum=0.9,
+        default=0.0,
+        plausible=(FRACTION[0], "0.9"),
+    )
+    overlap_shared_experts: bool = flag("run the shared experts on a side stream during dispatch")
+    prefill_chunk: int = quantity(
+        "dimensionless",
+        "most prompt tokens one iteration prefills on an attention rank (aggregated serving)",
+        latex="P_{chunk}",
+        integer=True,
+        default=8192,
+    )
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    return [KindSpec("engine", "engine", EngineSpec, "a serving engine's profile", True)]
+
+
+@hookimpl
+def stepwall_engine(scenario: Scenario) -> Engine:
+    e, spec = scenario.params.engine, scenario.engine
+    return Engine(
+        layer_kernels=e.layer_kernels,
+        floor_factor=e.floor_factor,
+        launch_overhead=e.launch_overhead,
+        memory_efficiency=e.memory_efficiency if spec.memory_efficiency is not None else None,
+        two_batch_overlap=spec.two_batch_overlap,
+        comm_sm_fraction=e.comm_sm_fraction,
+        overlap_shared_experts=spec.overlap_shared_experts,
+        prefill_chunk=e.prefill_chunk,
+        memory_fraction=e.memory_fraction,
+    )
+
+
+@hookimpl
+def stepwall_fixed_terms(
+    scenario: Scenario, workload: Workload, decoding: Decoding, step: Step, engine: Engine
+) -> list[Term]:
+    e = scenario.params.engine
+    drafting = [
+        Term(t.name, t.expr * e.native, t.plugin, f"{t.why} × native factor", t.group, t.overlap)
+        for t in (decoding.host if step.name == "decode" else ())
+    ]
+    terms = [
+        *drafting,
+        Term(
+            "engine.per_step",
+            e.per_step * e.native,
+            PLUGIN,
+            "host time per step × native factor",
+            "base",
+        ),
+        Term(
+            "engine.per_layer",
+            workload.layers * e.per_layer * e.native,
+            PLUGIN,
+            "host time per layer × layers × native factor",
+            "base",
+        ),
+    ]
+    kernels = sp.Add(*(op.kernels for op in workload.ops))
+    if kernels != 0:
+        terms.append(Term("engine.launches", launch_time(kernels, engine.launch_overhead), PLUGIN,
+                          "host time per kernel launch without CUDA graphs", "base"))  # fmt: skip
+    return terms

@@ -1,0 +1,227 @@
+"""Hardware kind ``gpu``: a roofline per operation at its own precision's roof, plus kernel
+floors (`stepwall.core.roofline` states the laws).
+
+A GPU spec gives its memory (capacity, peak bandwidth, the fraction each kind of kernel
+achieves), the fixed time of each kind of kernel (floors, measured under CUDA graphs), and
+one roof per tensor-core math precision it has, as subsections::
+
+    [bf16]
+    flops = "2250 TFLOP/s"   # dense peak
+    efficiency = 0.70        # plateau fraction on large GEMMs
+    half_rows = 200          # rows (tokens) at which a GEMM reaches half the plateau
+    [fp8]  …                 # absent: no FP8 tensor cores (fp8 work runs at the bf16 roof)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import sympy as sp
+
+from stepwall.core.fields import FRACTION, KindSpec, quantity
+from stepwall.core.laws import FLOPS_PER_MAC, expected_distinct_experts, ffn_params, floor_time
+from stepwall.core.primitives import Primitive
+from stepwall.core.roofline import op_terms
+from stepwall.core.scenario import Scenario
+from stepwall.core.symbols import constant
+from stepwall.core.terms import PRECISIONS, Engine, Op, Term
+from stepwall.core.units import DIMENSIONLESS, INFORMATION
+from stepwall.plugin.hookspecs import hookimpl
+
+BYTE = constant("const.byte", "1 B", doc="one byte: an activation element is 2 of them")
+
+PLUGIN = "gpu"
+
+
+def _fraction(doc: str, latex: str, **kw: Any) -> Any:
+    return quantity("dimensionless", doc, latex=latex, maximum=1.0, plausible=FRACTION, **kw)
+
+
+def _floor(doc: str, latex: str) -> Any:
+    """A kernel's fixed time: from 0 to 1 s (a kernel launch is microseconds)."""
+    return quantity("time", doc, latex=latex, minimum=0.0, inclusive=True, maximum=1.0, default=0.0)
+
+
+@attrs.frozen
+class Gpu:
+    memory_capacity: float = quantity(
+        "information", "usable device memory per GPU", latex="M_{cap}"
+    )
+    hbm_bandwidth: float = quantity("bandwidth", "peak device-memory bandwidth", latex="B_{HBM}")
+    hbm_efficiency: float = _fraction(
+        "achieved fraction of hbm_bandwidth streaming GEMM weights (and small kernels)",
+        r"\eta_{mem}",
+    )
+    moe_efficiency: float | None = _fraction(
+        "achieved fraction of hbm_bandwidth in the routed experts' grouped GEMMs "
+        "(default: hbm_efficiency)",
+        r"\eta_{moe}",
+        default=None,
+    )
+    attention_efficiency: float | None = _fraction(
+        "achieved fraction of hbm_bandwidth reading the KV cache in decode attention "
+        "(default: hbm_efficiency)",
+        r"\eta_{attn}",
+        default=None,
+    )
+    attention_user_bandwidth: float | None = quantity(
+        "bandwidth",
+        "rate at which one sequence's decode attention streams its KV cache when alone "
+        "(split-KV parallelism; none: no such limit)",
+        latex=r"\beta_{seq}",
+        default=None,
+    )
+    attention_half_context: float | None = quantity(
+        "dimensionless",
+        "KV tokens per query at which an attention kernel reaches half its compute plateau "
+        "(n½ in context: per-query work of loading Q, softmax and writing O; none: no such "
+        "cost)",
+        latex=r"S_{1/2}",
+        minimum=0.0,
+        inclusive=True,
+        default=None,
+    )
+    board_power: float | None = quantity(
+        "power",
+        "board power under load per GPU (the module's TDP as configured; none: energy metrics "
+        "are unknown)",
+        latex="P_{GPU}",
+        default=None,
+    )
+    moe_floor: float = _floor("fixed time of a layer's routed-expert op (grouped GEMMs)",
+                              "t_{moe}")  # fmt: skip
+    attention_floor: float = _floor("fixed time of an attention kernel", "t_{attn}")
+    kernel_floor: float = _floor("fixed time of a small kernel (norm, RoPE, quantise)",
+                                 "t_{kern}")  # fmt: skip
+
+
+@attrs.frozen
+class Roof:
+    flops: float = quantity("compute_rate", "dense tensor-core peak at this precision",
+                            latex="F_{p}")  # fmt: skip
+    efficiency: float = _fraction("achieved fraction of the peak on large GEMMs", r"\eta_{p}")
+    half_rows: float = quantity(
+        "dimensionless",
+        "rows (tokens) at which a GEMM reaches half its plateau (n½)",
+        latex=r"n_{1/2}",
+        minimum=0.0,
+        inclusive=True,
+        default=0.0,
+    )
+    gemm_floor: float = _floor(
+        "fixed time of a GEMM kernel at this precision (with its activation quantisation)",
+        "t_{gemm}",
+    )
+    moe_half_rows: float | None = quantity(
+        "dimensionless",
+        "rows per expert at which the routed experts' grouped GEMMs at this precision reach "
+        "half their plateau (default: half_rows)",
+        latex=r"n_{1/2,moe}",
+        minimum=0.0,
+        inclusive=True,
+        default=None,
+    )
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    kinds = [KindSpec("hardware", "gpu", Gpu, "a GPU: rooflines per precision, kernel floors")]
+    for p in PRECISIONS:  # bf16 is required; an absent fp8/fp4/int8 section: no such cores
+        kinds.append(KindSpec(f"hardware.{p}", "roof", Roof, f"{p} tensor cores",
+                              default=p == "bf16"))  # fmt: skip
+    return kinds
+
+
+@hookimpl
+def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...], engine: Engine) -> list[Term]:
+    return [t for op in ops for t in op_terms(scenario, op, engine, PLUGIN)]
+
+
+# ---------------------------------------------------------------- primitives (calibration)
+
+_BITS = {"weight_bits": INFORMATION}
+
+
+def _gemm(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """One m×n×k GEMM with an n×k weight of ``weight_bits`` per element and 16-bit
+    activations: the same roofline and floor as the model's ``gemm`` ops."""
+    m, n, k = x["m"], x["n"], x["k"]
+    act = sp.Integer(2) * BYTE
+    op = Op("gemm", n * k * x["weight_bits"] + m * (n + k) * act, m * n * k * FLOPS_PER_MAC,
+            PLUGIN, "a GEMM", "calibration", sp.S.One, "", "gemm", t["precision"], m)  # fmt: skip
+    return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
+
+
+def _moe(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """One layer's routed experts on one of ``ep`` ranks for ``tokens`` tokens (before
+    dispatch) under uniform top-k routing: the model's ``moe.routed_experts`` op."""
+    expert = ffn_params(x["hidden"], x["inter"])
+    hit = expected_distinct_experts(x["experts"], x["topk"], x["tokens"]) / x["ep"]
+    picks = x["tokens"] * x["topk"] / x["ep"]
+    op = Op("moe", hit * expert * x["weight_bits"], expert * picks * FLOPS_PER_MAC, PLUGIN,
+            "a routed-expert layer", "calibration", sp.S.One, "", "grouped_gemm",
+            t["precision"], picks / hit)  # fmt: skip
+    return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
+
+
+def _mla_decode(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """One absorbed-MLA decode attention kernel: ``batch`` queries each over ``kv_len``
+    cached latents of (kv_lora_rank + qk_rope_head_dim) elements, ``heads`` heads on the GPU:
+    the model's ``attention.core`` op for one layer."""
+    latent = x["kv_lora_rank"] + x["qk_rope_head_dim"]
+    flops = x["batch"] * x["heads"] * x["kv_len"] * (2 * x["kv_lora_rank"] + x["qk_rope_head_dim"])
+    op = Op("mla", x["batch"] * x["kv_len"] * latent * x["kv_bits"], flops * FLOPS_PER_MAC,
+            PLUGIN, "an MLA decode kernel", "calibration", sp.S.One, "", "attention",
+            t["precision"], x["kv_len"], x["kv_len"] * latent * x["kv_bits"])  # fmt: skip
+    return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
+
+
+def _copy(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """A streaming kernel moving ``bytes`` (read + written): a small kernel's floor plus the
+    bytes at the weight-streaming efficiency."""
+    op = Op("copy", x["bytes"], sp.S.Zero, PLUGIN, "a streaming copy", "calibration", sp.S.One,
+            "", "elementwise")  # fmt: skip
+    return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
+
+
+def _tiny(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """A kernel with almost no work (a GEMM of m, n, k ≤ 256): its floor alone."""
+    return floor_time(sp.S.One, scenario.params.hardware.kernel_floor, sp.S.One)
+
+
+def _routable(scenario: Scenario, x: Mapping[str, float]) -> tuple[str, str, str] | None:
+    """Top-k picks among the experts, and each EP rank holds at least one expert."""
+    for col in ("topk", "ep"):
+        if x[col] > x["experts"]:
+            return col, f"{x[col]:g} > experts = {x['experts']:g}", f"{col} ≤ experts"
+    return None
+
+
+@hookimpl
+def stepwall_primitives() -> list[Primitive]:
+    one = DIMENSIONLESS
+    precision = {"precision": PRECISIONS}
+    roofs = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("efficiency", "half_rows"))
+    floors = tuple(f"{p}.gemm_floor" for p in PRECISIONS)
+    grouped = tuple(f"{p}.moe_half_rows" for p in PRECISIONS)
+    return [
+        Primitive("gemm", "hardware", "a dense GEMM (cuBLAS/CUTLASS/DeepGEMM), m tokens × n×k "
+                  "weights", {"m": one, "n": one, "k": one, **_BITS}, precision,
+                  ("hbm_efficiency", *floors, *roofs), _gemm, PLUGIN),
+        Primitive("moe", "hardware", "a layer's routed experts (fused grouped GEMMs) on one EP "
+                  "rank, balanced routing", {"tokens": one, "hidden": one, "inter": one,
+                  "experts": one, "topk": one, "ep": one, **_BITS}, precision,
+                  ("moe_efficiency", "moe_floor", *roofs, *grouped), _moe, PLUGIN, _routable),
+        Primitive("mla_decode", "hardware", "an absorbed-MLA decode attention kernel",
+                  {"batch": one, "kv_len": one, "heads": one, "kv_lora_rank": one,
+                   "qk_rope_head_dim": one, "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")},
+                  ("attention_efficiency", "attention_floor", "attention_user_bandwidth",
+                   "attention_half_context"),
+                  _mla_decode, PLUGIN),
+        Primitive("memory_copy", "hardware", "a streaming copy kernel (bytes read + written)",
+                  {"bytes": INFORMATION}, {}, ("hbm_efficiency", "kernel_floor"), _copy, PLUGIN),
+        Primitive("small_kernel", "hardware", "a kernel with almost no work (its floor)", {}, {},
+                  ("kernel_floor",), _tiny, PLUGIN),
+    ]  # fmt: skip

@@ -1,0 +1,228 @@
+"""Interconnects: a scale-up domain (``nvlink``, ``pcie`` or ``infinity-fabric``) and a
+scale-out network (``infiniband`` or ``none``). Collectives inside a domain pick the cheapest
+algorithm, as NCCL's tuner would; a group that spans domains goes hierarchical (intra-domain,
+then across). Placement decides what spans: a collective states how many of its ranks share a
+domain (an EP group of TP-8 ranks on 8-GPU nodes has one per node), and the bytes bound for
+the others leave over the NIC. A point-to-point send (a prompt's KV cache to a decode pool)
+crosses the scale-out network. The α-β laws are in `stepwall.core.laws`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import sympy as sp
+
+from stepwall.core.fields import FACTOR, KindSpec, flag, quantity
+from stepwall.core.laws import (
+    all_to_all,
+    cheapest_allreduce,
+    hierarchical_all_to_all,
+    hierarchical_allreduce,
+    point_to_point,
+)
+from stepwall.core.primitives import Primitive
+from stepwall.core.scenario import Scenario
+from stepwall.core.terms import Collective, Constraint, Decoding, Layout, Term, Workload
+from stepwall.core.units import DIMENSIONLESS, INFORMATION
+from stepwall.plugin.hookspecs import hookimpl
+
+PLUGIN = "interconnect"
+
+
+def _time(doc: str, latex: str) -> Any:
+    return quantity("time", doc, latex=latex, minimum=0.0, inclusive=True)
+
+
+@attrs.frozen
+class ScaleUp:
+    domain_size: int = quantity(
+        "dimensionless", "GPUs in one scale-up (NVLink/PCIe) domain", latex="D", integer=True
+    )
+    bus_bandwidth: float = quantity(
+        "bandwidth",
+        "all-reduce bus bandwidth per GPU at the message sizes of decode",
+        latex=r"\beta_{bus}",
+    )
+    link_bandwidth: float = quantity(
+        "bandwidth", "per-GPU one-direction bandwidth for all-to-all", latex=r"\beta_{link}"
+    )
+    hop_latency: float = _time("latency per ring/tree step", r"\alpha_{hop}")
+    switch_latency: float = _time("latency of an in-switch (NVLS) all-reduce", r"\alpha_{nvls}")
+    a2a_latency: float = _time("fixed latency of one all-to-all call", r"\alpha_{a2a}")
+    a2a_peer_latency: float = _time("added all-to-all latency per peer", r"\alpha_{peer}")
+    in_switch_reduce: bool = flag("the switch reduces in-network (NVLS / SHARP)")
+
+
+@attrs.frozen
+class ScaleOut:
+    nic_bandwidth: float = quantity(
+        "bandwidth", "scale-out bandwidth per GPU (its NIC)", latex=r"\beta_{nic}"
+    )
+    latency: float = _time("latency per algorithm step across nodes", r"\alpha_{net}")
+    oversubscription: float = quantity(
+        "dimensionless",
+        "fabric oversubscription (1 = non-blocking)",
+        latex=r"o_{net}",
+        minimum=1.0,
+        inclusive=True,
+        default=1.0,
+        plausible=("1", FACTOR[1]),
+    )
+
+
+@attrs.frozen
+class NoScaleOut:
+    pass
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    return [
+        KindSpec("cluster.scale_up", "nvlink", ScaleUp, "NVLink/NVSwitch domain"),
+        KindSpec(
+            "cluster.scale_up", "pcie", ScaleUp, "GPUs on a PCIe switch, no in-switch reduction"
+        ),
+        KindSpec(
+            "cluster.scale_up",
+            "infinity-fabric",
+            ScaleUp,
+            "AMD Infinity Fabric (xGMI): a full mesh of links, no switch, so no in-network "
+            "reduction; link_bandwidth is the sum over a GPU's links to its peers",
+        ),
+        KindSpec("cluster.scale_out", "infiniband", ScaleOut, "InfiniBand or RoCE, a NIC per GPU"),
+        KindSpec(
+            "cluster.scale_out", "none", NoScaleOut, "a single domain, nothing across", default=True
+        ),
+    ]
+
+
+@hookimpl
+def stepwall_collective_terms(
+    scenario: Scenario, collectives: tuple[Collective, ...]
+) -> list[Term]:
+    up = scenario.params.cluster.scale_up
+    has_out = scenario.kinds.get("cluster.scale_out", "none") == "infiniband"
+    net = scenario.params.cluster.scale_out if has_out else None
+    switch = up.switch_latency if scenario.section("cluster.scale_up").in_switch_reduce else None
+    nic = net.nic_bandwidth / net.oversubscription if net is not None else None
+    terms = []
+    for c in collectives:
+        if c.op == "send":
+            if net is not None:
+                per_call = point_to_point(c.size, net.latency, nic)
+            else:
+                per_call = point_to_point(c.size, up.a2a_latency, up.link_bandwidth)
+            terms.append(Term(c.name, c.count * per_call, PLUGIN, c.why, "comm", c.overlap))
+            continue
+        # ranks of the group inside one domain: as stated by the layout, else as many as fit
+        inside = c.inside if c.inside != 0 else sp.Min(c.group, up.domain_size, evaluate=False)
+        if c.op == "all_reduce":
+            within = cheapest_allreduce(c.group, c.size, up.hop_latency, up.bus_bandwidth, switch)
+        else:
+            within = all_to_all(
+                c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth
+            )
+        if net is None:  # one domain only; stepwall_constraints keeps the group inside it
+            per_call = sp.Piecewise((0, c.group <= 1), (within, True))
+        else:
+            if c.op == "all_reduce":
+                spans = hierarchical_allreduce(
+                    c.group, c.size, up.domain_size, up.hop_latency, up.bus_bandwidth, switch,
+                    net.latency, nic,
+                )  # fmt: skip
+            else:
+                spans = hierarchical_all_to_all(
+                    c.group, c.size, inside, up.a2a_latency, up.a2a_peer_latency,
+                    up.link_bandwidth, net.latency, nic,
+                )  # fmt: skip
+            per_call = sp.Piecewise((0, c.group <= 1), (within, c.group <= inside), (spans, True))
+        terms.append(Term(c.name, c.count * per_call, PLUGIN, c.why, "comm", c.overlap))
+    return terms
+
+
+@hookimpl
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    """A domain lies inside the cluster and holds whole nodes; without a scale-out network no
+    collective may span more than one domain."""
+    if scenario.kinds["cluster.scale_up"] not in ("nvlink", "pcie", "infinity-fabric"):
+        return []
+    up, cl = scenario.params.cluster.scale_up, scenario.params.cluster
+    out = [
+        Constraint(
+            "domain_within_cluster",
+            up.domain_size <= cl.nodes * cl.gpus_per_node,
+            "a scale-up domain cannot hold more GPUs than the cluster has",
+            ("cluster.scale_up.domain_size", "cluster.nodes", "cluster.gpus_per_node"),
+            PLUGIN,
+        ),
+        Constraint(
+            "domain_holds_whole_nodes",
+            sp.Eq(sp.Mod(up.domain_size, cl.gpus_per_node), 0),
+            "a node's GPUs share one scale-up domain, so a domain holds whole nodes",
+            ("cluster.scale_up.domain_size", "cluster.gpus_per_node"),
+            PLUGIN,
+        ),
+    ]
+    if scenario.kinds.get("cluster.scale_out", "none") == "none":
+        for c in workload.collectives:
+            if c.op == "send":
+                continue
+            out.append(
+                Constraint(
+                    f"{c.name}_within_domain",
+                    c.group <= up.domain_size,
+                    f"{c.name} cannot span domains: the cluster has no scale-out network "
+                    "(expected cluster.scale_out.kind = infiniband)",
+                    ("cluster.scale_out.kind", "cluster.scale_up.domain_size"),
+                    PLUGIN,
+                )
+            )
+    return out
+
+
+# ---------------------------------------------------------------- primitives (calibration)
+
+
+def _allreduce(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """An all-reduce of ``bytes`` per GPU over ``gpus`` GPUs of one domain: the cheapest of
+    ring, tree and in-switch, as the model prices ``comm.tp_allreduce``."""
+    up = scenario.params.cluster.scale_up
+    switch = up.switch_latency if scenario.section("cluster.scale_up").in_switch_reduce else None
+    return cheapest_allreduce(x["gpus"], x["bytes"], up.hop_latency, up.bus_bandwidth, switch)
+
+
+def _alltoall(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """An all-to-all (expert dispatch or combine) sending ``bytes`` per GPU among ``gpus``
+    GPUs of one domain, as the model prices ``comm.ep_dispatch``."""
+    up = scenario.params.cluster.scale_up
+    return all_to_all(x["gpus"], x["bytes"], up.a2a_latency, up.a2a_peer_latency,
+                      up.link_bandwidth)  # fmt: skip
+
+
+def _within_domain(scenario: Scenario, x: Mapping[str, float]) -> tuple[str, str, str] | None:
+    """A collective among 2 to domain_size GPUs: one GPU communicates nothing, and more than
+    a domain holds do not share one."""
+    size = scenario.section("cluster.scale_up").domain_size
+    if 2 <= x["gpus"] <= size:
+        return None
+    return "gpus", f"{x['gpus']:g} GPUs", f"2 to cluster.scale_up.domain_size = {size:g} GPUs"
+
+
+@hookimpl
+def stepwall_primitives() -> list[Primitive]:
+    sizes = {"bytes": INFORMATION, "gpus": DIMENSIONLESS}
+    return [
+        Primitive("all_reduce", "cluster.scale_up", "an all-reduce inside one scale-up domain "
+                  "(nccl-tests, custom one-shot kernels)", sizes, {},
+                  ("hop_latency", "switch_latency", "bus_bandwidth"), _allreduce, PLUGIN,
+                  _within_domain),
+        Primitive("all_to_all", "cluster.scale_up", "expert dispatch or combine inside one "
+                  "domain (DeepEP, TensorRT-LLM all-to-all): bytes sent per GPU", sizes, {},
+                  ("a2a_latency", "a2a_peer_latency", "link_bandwidth"), _alltoall, PLUGIN,
+                  _within_domain),
+    ]  # fmt: skip

@@ -1,0 +1,92 @@
+"""Parallel layout ``standard``: TP × EP GPUs per replica, DP replicas.
+
+Within a replica of tp·ep GPUs, attention heads and each expert's intermediate dimension are
+split over the ``tp`` ranks (two all-reduces per layer); the expert set is spread over ``ep``
+ranks (dispatch and combine all-to-all per MoE layer) and attention runs data-parallel over
+them (each of the ``ep`` groups serves ⌈C/ep⌉ users). ``dp`` independent replicas multiply
+aggregate throughput. TP-8 is tp=8; "EP-72 with DP attention" is ep=72.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import sympy as sp
+
+from stepwall.core.fields import FACTOR, KindSpec, flag, quantity
+from stepwall.core.scenario import Scenario
+from stepwall.core.terms import Constraint, Decoding, Layout, Workload
+from stepwall.plugin.hookspecs import hookimpl
+
+PLUGIN = "parallelism"
+
+
+def _degree(doc: str, latex: str) -> Any:
+    return quantity("dimensionless", doc, latex=latex, integer=True, default=1)
+
+
+@attrs.frozen
+class Parallel:
+    tp: int = _degree("tensor-parallel degree", "N_{tp}")
+    ep: int = _degree("expert-parallel degree (attention data-parallel across it)", "N_{ep}")
+    dp: int = _degree("independent replicas", "N_{dp}")
+    imbalance: float = quantity(
+        "dimensionless",
+        "load of the busiest EP rank over the mean (1 = uniform routing)",
+        latex=r"\lambda",
+        minimum=1.0,
+        inclusive=True,
+        default=1.0,
+        plausible=("1", FACTOR[1]),
+    )
+    redundant_experts: int = quantity(
+        "dimensionless",
+        "extra expert replicas (EPLB) held in memory",
+        latex="R",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        default=0,
+    )
+    uneven: bool = flag(
+        "allow degrees that do not divide heads, experts or FFN widths (the busiest rank sets "
+        "the time); real engines refuse these"
+    )
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    return [KindSpec("parallel", "standard", Parallel, "TP × EP per replica, DP replicas", True)]
+
+
+@hookimpl
+def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout:
+    p, w = scenario.params.parallel, scenario.params.workload
+    return Layout(
+        tp=p.tp,
+        ep=p.ep,
+        dp=p.dp,
+        gpus_per_replica=p.tp * p.ep,
+        users=w.concurrency,
+        users_per_attention_rank=sp.ceiling(w.concurrency / p.ep),
+        imbalance=p.imbalance,
+        redundant_experts=p.redundant_experts,
+        uneven=scenario.parallel.uneven,
+    )
+
+
+@hookimpl
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    p, cl = scenario.params.parallel, scenario.params.cluster
+    return [
+        Constraint(
+            "layout_fits_cluster",
+            p.tp * p.ep * p.dp <= cl.nodes * cl.gpus_per_node,
+            "tp·ep·dp GPUs must exist in the cluster (or --set cluster.nodes=…)",
+            ("parallel.tp", "parallel.ep", "parallel.dp", "cluster.nodes"),
+            PLUGIN,
+        )
+    ]

@@ -1,0 +1,167 @@
+"""Sections every scenario has: the workload served and the cluster it runs on.
+
+The workload kind decides which forward passes are costed (`Step`s):
+
+- ``decode``: a decode pool at steady state, C users each attending to S tokens of context
+  (the decode side of disaggregated serving, or a decode-only benchmark);
+- ``serving``: aggregated serving with in-flight batching and chunked prefill: C requests in
+  flight per replica, each of ISL prompt and OSL output tokens. A request attends on average
+  to ISL + OSL/2 tokens, and each decode iteration also prefills the prompts of the requests
+  that replace finished ones, C·τ·ISL/OSL tokens per replica (τ tokens per user per step),
+  of which the busiest attention rank takes Min(all, Max(chunk, all/ranks)) (a prompt's
+  chunk lands on one rank; TensorRT-LLM and SGLang chunk prompts this way);
+- ``prefill``: a prefill pool, C prompts of ISL tokens per replica per step.
+
+Each kind also costs ``ttft``: one prompt of ISL tokens prefilled alone on a replica (time to
+first token, and the prefill rate per GPU that sizes a separate prefill pool).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import sympy as sp
+
+from stepwall.core.fields import KindSpec, flag, quantity
+from stepwall.core.scenario import Scenario
+from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
+from stepwall.plugin.hookspecs import hookimpl
+
+
+def _tokens(doc: str, latex: str, **kw: Any) -> Any:
+    return quantity("dimensionless", doc, latex=latex, minimum=1.0, inclusive=True, **kw)
+
+
+@attrs.frozen
+class WorkloadSpec:
+    concurrency: int = quantity(
+        "dimensionless", "users decoding at once per replica (C)", latex="C", integer=True
+    )
+    context: float = quantity(
+        "dimensionless", "tokens of context each user attends to (S)", latex="S"
+    )
+    input_tokens: float = _tokens(
+        "prompt tokens per request (ISL), for time to first token", "ISL", default=1024
+    )
+    output_tokens: float = _tokens(
+        "output tokens per request (OSL), for sizing a separate prefill pool", "OSL", default=1024
+    )
+    kv_transfer: bool = flag(
+        "prompts are prefilled by a separate pool and their KV cache arrives over the scale-out "
+        "network (time to first token includes the transfer)"
+    )
+
+
+@attrs.frozen
+class Serving:
+    concurrency: int = quantity(
+        "dimensionless", "requests in flight per replica (C)", latex="C", integer=True
+    )
+    input_tokens: float = _tokens("prompt tokens per request (ISL)", "ISL")
+    output_tokens: float = _tokens("output tokens per request (OSL)", "OSL")
+
+
+@attrs.frozen
+class Prefill:
+    concurrency: int = quantity(
+        "dimensionless", "prompts prefilled together per replica", latex="C", integer=True
+    )
+    input_tokens: float = _tokens("prompt tokens per request (ISL)", "ISL")
+    output_tokens: float = _tokens(
+        "output tokens per request (OSL), for sizing the decode side", "OSL", default=1024
+    )
+
+
+@attrs.frozen
+class ClusterSpec:
+    nodes: int = quantity(
+        "dimensionless", "nodes (or compute trays) in the cluster", latex="n_{nodes}", integer=True
+    )
+    gpus_per_node: int = quantity("dimensionless", "GPUs per node", latex="g_{node}", integer=True)
+    price_per_gpu_hour: float | None = quantity(
+        "price_rate",
+        "what one GPU-hour costs (rental, or amortised purchase and operation), e.g. "
+        '"2.69 USD/h" (none: cost metrics are unknown)',
+        latex="c_{GPU}",
+        default=None,
+    )
+    pue: float | None = quantity(
+        "dimensionless",
+        "power usage effectiveness: facility power over IT power (none: provisioned-power "
+        "metrics are unknown)",
+        latex="PUE",
+        minimum=1.0,
+        inclusive=True,
+        default=None,
+        plausible=("1", "10"),
+    )
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    return [
+        KindSpec("workload", "decode", WorkloadSpec, "a decode pool: C users at context S", True),
+        KindSpec(
+            "workload",
+            "serving",
+            Serving,
+            "aggregated serving: in-flight batching with chunked prefill",
+        ),
+        KindSpec("workload", "prefill", Prefill, "a prefill pool: C prompts per step"),
+        KindSpec("cluster", "cluster", ClusterSpec, "nodes × GPUs per node; networks below", True),
+    ]
+
+
+@hookimpl
+def stepwall_steps(
+    scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engine
+) -> list[Step]:
+    w, kind = scenario.params.workload, scenario.kinds["workload"]
+    isl, osl = w.input_tokens, w.output_tokens
+    transfer = isl if kind == "decode" and scenario.workload.kv_transfer else sp.S.Zero
+    ttft = Step("ttft", sp.S.One, sp.S.One, isl, sp.S.Zero, isl, kv_transfer=transfer,
+                completion=osl)  # fmt: skip
+    if kind == "prefill":
+        users = layout.users
+        return [
+            Step(
+                "prefill",
+                users,
+                layout.users_per_attention_rank,
+                isl,
+                sp.S.Zero,
+                isl,
+                completion=isl,
+            ),
+            ttft,
+        ]
+    m, tau = decoding.verify_tokens, decoding.accepted_tokens
+    if kind == "decode":
+        step = Step("decode", layout.users, layout.users_per_attention_rank, m, w.context, tau,
+                    completion=osl)  # fmt: skip
+        return [step, ttft]
+    prompts = layout.users * tau * isl / osl  # prompt tokens prefilled per iteration
+    busiest = sp.Min(prompts, sp.Max(engine.prefill_chunk, prompts / layout.ep), evaluate=False)
+    step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
+                prompts, busiest, isl / 2, completion=osl)  # fmt: skip
+    return [step, ttft]
+
+
+@hookimpl
+def stepwall_constraints(
+    scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
+) -> list[Constraint]:
+    """A decoding user's context holds its prompt: S ≥ ISL."""
+    if scenario.kinds["workload"] != "decode":
+        return []
+    w = scenario.params.workload
+    return [
+        Constraint(
+            "context_holds_prompt",
+            w.context >= w.input_tokens,
+            "a decoding user's context holds at least its prompt's tokens",
+            ("workload.context", "workload.input_tokens"),
+            "workload",
+        )
+    ]
