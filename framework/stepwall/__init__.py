@@ -10,8 +10,10 @@ The supported API (docs/api.md); everything else under ``stepwall.*`` is interna
     stepwall.load_scenario("k26-b300-tp8-ddtree")   # the validated Scenario
     stepwall.default_registry()                     # built-ins + installed plugins
 
-Plugins use `hookimpl` and the entry types (`Analysis`, `Format`, `BlockKind`, `Derivation`,
-`option`); plugin tests use the kit in `stepwall.testing` (a pytest plugin: the
+Plugins use `hookimpl`, the spec fields (`KindSpec`, `quantity`, `choice`, `flag`), what the
+hooks return (`Term`, `Op`, `Collective`, `Constraint`, `Decoding`, `Layout`, `Engine`, `Step`,
+`Workload`; `law`, `op_terms`) and the entry types (`Analysis`, `Format`, `BlockKind`,
+`Derivation`, `option`); plugin tests use the kit in `stepwall.testing` (a pytest plugin: the
 ``stepwall_plugin`` fixture). Names load on first use, so ``import stepwall`` is cheap.
 """
 
@@ -24,22 +26,37 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it (loaded on first use)
 _API = {
-    "build_model": "stepwall.model.compose",
-    "StepModel": "stepwall.model.compose",
-    "load_scenario": "stepwall.model.compose",
-    "Scenario": "stepwall.core.scenario",
-    "Registry": "stepwall.plugin.registry",
-    "default_registry": "stepwall.plugin.registry",
-    "build_registry": "stepwall.plugin.registry",
-    "hookimpl": "stepwall.plugin.hookspecs",
-    "Analysis": "stepwall.plugin.entries",
-    "Format": "stepwall.plugin.entries",
-    "BlockKind": "stepwall.plugin.entries",
     "Derivation": "stepwall.analyses.result",
-    "option": "stepwall.core.options",
-    "StepwallError": "stepwall.core.errors",
-    "SpecError": "stepwall.core.errors",
     "PluginError": "stepwall.core.errors",
+    "SpecError": "stepwall.core.errors",
+    "StepwallError": "stepwall.core.errors",
+    "KindSpec": "stepwall.core.fields",
+    "choice": "stepwall.core.fields",
+    "flag": "stepwall.core.fields",
+    "quantity": "stepwall.core.fields",
+    "law": "stepwall.core.laws",
+    "option": "stepwall.core.options",
+    "op_terms": "stepwall.core.roofline",
+    "Scenario": "stepwall.core.scenario",
+    "Collective": "stepwall.core.terms",
+    "Constraint": "stepwall.core.terms",
+    "Decoding": "stepwall.core.terms",
+    "Engine": "stepwall.core.terms",
+    "Layout": "stepwall.core.terms",
+    "Op": "stepwall.core.terms",
+    "Step": "stepwall.core.terms",
+    "Term": "stepwall.core.terms",
+    "Workload": "stepwall.core.terms",
+    "StepModel": "stepwall.model.compose",
+    "build_model": "stepwall.model.compose",
+    "load_scenario": "stepwall.model.compose",
+    "Analysis": "stepwall.plugin.entries",
+    "BlockKind": "stepwall.plugin.entries",
+    "Format": "stepwall.plugin.entries",
+    "hookimpl": "stepwall.plugin.hookspecs",
+    "Registry": "stepwall.plugin.registry",
+    "build_registry": "stepwall.plugin.registry",
+    "default_registry": "stepwall.plugin.registry",
 }
 # a public name that is another name in its module
 _RENAMED = {
@@ -51,28 +68,57 @@ _RENAMED = {
 __all__ = [
     "Analysis",
     "BlockKind",
+    "Collective",
+    "Constraint",
+    "Decoding",
     "Derivation",
+    "Engine",
     "Format",
+    "KindSpec",
+    "Layout",
+    "Op",
     "PluginError",
     "Registry",
     "Scenario",
     "SpecError",
+    "Step",
     "StepModel",
     "StepwallError",
+    "Term",
+    "Workload",
     "__version__",
     "build_model",
     "build_registry",
+    "choice",
     "default_registry",
+    "flag",
     "hookimpl",
+    "law",
     "load_scenario",
+    "op_terms",
     "option",
+    "quantity",
 ]
 
 if TYPE_CHECKING:
     from stepwall.analyses.result import Derivation
     from stepwall.core.errors import PluginError, SpecError, StepwallError
+    from stepwall.core.fields import KindSpec, choice, flag, quantity
+    from stepwall.core.laws import law
     from stepwall.core.options import option
+    from stepwall.core.roofline import op_terms
     from stepwall.core.scenario import Scenario
+    from stepwall.core.terms import (
+        Collective,
+        Constraint,
+        Decoding,
+        Engine,
+        Layout,
+        Op,
+        Step,
+        Term,
+        Workload,
+    )
     from stepwall.model.compose import StepModel, build_model
     from stepwall.model.compose import scenario_of as load_scenario
     from stepwall.plugin.entries import Analysis, BlockKind, Format

@@ -4,7 +4,7 @@ Laws (per GPU, per step), with B the routed-expert bytes the step touches (the m
 plugin's ``moe.routed_experts`` op), F its FLOPs and f the resident fraction:
 
 - resident part, from device memory:   t_hbm  = max(f·B / (B_HBM·η_mem), F / (F_peak·η_flop))
-  (`stepwall.core.roofline.op_terms`, as kind ``gpu`` uses it, with its kernel floors);
+  (`stepwall.op_terms`, as kind ``gpu`` uses it, with its kernel floors);
 - offloaded part, over the host link:  t_link = (1 − f)·B / (B_link·η_link);
 - ``transfer = "overlapped"``: the expert step takes max(t_hbm, t_link) (streaming next
   experts while computing on resident ones); ``"serialized"``: t_hbm + t_link.
@@ -21,11 +21,18 @@ from __future__ import annotations
 
 import attrs
 import sympy as sp
-from stepwall.core.fields import KindSpec, choice, quantity
-from stepwall.core.roofline import op_terms
-from stepwall.core.scenario import Scenario
-from stepwall.core.terms import Engine, Op, Term, Workload
-from stepwall.plugin.hookspecs import hookimpl
+from stepwall import (  # the public API (docs/api.md): what stays put across releases
+    Engine,
+    KindSpec,
+    Op,
+    Scenario,
+    Term,
+    Workload,
+    choice,
+    hookimpl,
+    op_terms,
+    quantity,
+)
 
 PLUGIN = "offload"  # the entry-point name: errors and terms name the plugin by it
 KIND = "gpu-offload"

@@ -9,7 +9,7 @@ import sys
 import attrs
 import numpy as np
 import pytest
-from stepwall.plugin import registry
+import stepwall
 from stepwall.testing import run_cli
 
 import stepwall_offload
@@ -30,7 +30,7 @@ def _term(summary: dict, name: str) -> float:
 
 
 def test_entry_point_loads_the_plugin() -> None:
-    hooks = registry.build(autoload=True)
+    hooks = stepwall.build_registry(autoload=True)
     rows = {r["name"]: r for r in hooks.describe()}
     assert rows["offload"]["kinds"] == ["hardware:gpu-offload"]
     assert rows["offload"]["version"] == stepwall_offload.__version__
@@ -147,7 +147,7 @@ def test_disable_autoload_turns_the_plugin_off() -> None:
 def test_shipped_hardware_entries_check(entry) -> None:
     from stepwall.spec.validation import check_file
 
-    hooks = registry.build(extra=(plugin,), autoload=False)
+    hooks = stepwall.build_registry(extra=(plugin,), autoload=False)
     assert check_file(entry, hooks.kinds).startswith("ok:")
 
 
