@@ -33,7 +33,8 @@ from stepwall.core.scenario import Scenario
 from stepwall.core.units import parse_quantity, parse_unit, split_quantity
 from stepwall.io.formats import Column, Table
 from stepwall.model.compose import compile_scenario
-from stepwall.numeric.compiled import METRIC_UNITS, METRICS, CompiledModel
+from stepwall.model.metrics import METRIC_UNITS, METRICS
+from stepwall.numeric.compiled import CompiledModel
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
 from stepwall.spec.loader import parse_set

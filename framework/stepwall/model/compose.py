@@ -35,11 +35,15 @@ from stepwall.core.symbols import Parameter, constants_in, rebuild
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
 from stepwall.model.constraints import HINT_LIMIT, Violation, composer_constraints, explain
 from stepwall.model.economics import energy_metrics
-from stepwall.numeric.compiled import (
+from stepwall.model.metrics import (
+    BUILTIN_METRICS,
     DIAGNOSTIC_METRICS,
     METRIC_UNITS,
     METRICS,
     OPTIONAL_METRICS,
+    check_dimensions,
+)
+from stepwall.numeric.compiled import (
     CompiledModel,
     ConstraintInfo,
     ModelCache,
@@ -209,6 +213,8 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
         tuple(OpInfo(op.name, op.group, op.plugin) for op in model.workload.ops),
         tuple(ConstraintInfo(c.name, c.plugin, c.message, c.keys) for c in model.constraints),
         model.structural_keys,
+        METRICS,
+        OPTIONAL_METRICS,
         imports,
         scalar_source,
         scalar_imports,
@@ -346,6 +352,7 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         "memory_capacity_per_gpu": capacity,
     }
     metrics.update(energy_metrics(scenario, metrics["tokens_per_s_per_gpu"]))
+    check_dimensions(metrics, BUILTIN_METRICS)
     stated = registry.call_each(
         "stepwall_constraints", scenario, decoding=decoding, layout=layout, workload=workload
     )
