@@ -48,7 +48,6 @@ from stepwall.core.units import (
 )
 from stepwall.model.compose import compose_step_time
 from stepwall.model.constraints import _NEGATED, HINT_LIMIT
-from stepwall.model.metrics import BUILTIN_METRICS, METRICS
 from stepwall.numeric.printer import (
     SharedNames,
     argument_names,
@@ -637,19 +636,20 @@ def explorer_html(
     index = {s: i for i, s in enumerate(params)}
     # the metrics the specs give (energy and cost need a board power or a price: where they
     # are absent the metric is unknown and the page leaves it out)
-    shown = [m for m in BUILTIN_METRICS if m.name in model.metrics]
+    shown = [m for m in model.declared_metrics if m.name in model.metrics]
     metrics = [m.name for m in shown]
     # the same list, in the same order, that `stepwall.model.compose.compile_model` lambdifies
     # (NaN for
     # an unknown metric), so that sympy's cse makes the same subexpressions; ops and unknown
     # metrics are computed there, dropped here
-    exprs = [model.metrics.get(m, sp.nan) for m in METRICS] + [t.expr for t in model.terms]
+    names = [m.name for m in model.declared_metrics]
+    exprs = [model.metrics.get(m, sp.nan) for m in names] + [t.expr for t in model.terms]
     ops = [e for op in model.workload.ops for e in (op.bytes, op.flops)]
     rels = [c.relation for c in model.constraints]
     n_out = len(exprs)
     keep = [
-        *(i for i, m in enumerate(METRICS) if m in model.metrics),
-        *range(len(METRICS), n_out),
+        *(i for i, m in enumerate(names) if m in model.metrics),
+        *range(len(names), n_out),
         *range(n_out + len(ops), n_out + len(ops) + len(rels)),
     ]
     model_js = js_function("stepwallModel", params, [*exprs, *ops, *rels], keep)

@@ -1,17 +1,18 @@
-"""The metrics a model reports, each declared once: name, dimension, unit shown, meaning,
-which way is better, and whether it may be unknown or describes a configuration.
+"""The metrics a model reports, each declared once (`stepwall.plugin.entries.Metric`): name,
+dimension, unit shown, meaning, which way is better, and whether it may be unknown or
+describes a configuration.
 
 Everything that lists metrics reads `BUILTIN_METRICS` (through `METRICS` and the sets
-below): the composer checks each metric's expression against its dimension
-(`check_dimensions`), the compiled model orders its outputs by it, and sweep, search, the
-explorer and the reference docs take their columns, units, objectives and labels from it.
+below) and the plugins' ``stepwall_metrics`` (`declared`): the composer checks each metric's
+expression against its dimension (`check_dimensions`), the compiled model orders its outputs
+by them, and eval, sweep, search, the explorer and the reference docs take their columns,
+units, objectives and labels from them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import attrs
 import sympy as sp
 
 from stepwall.core.dimensions import dimension_of
@@ -24,8 +25,9 @@ from stepwall.core.units import (
     INFORMATION,
     POWER,
     TIME,
-    Dim,
 )
+from stepwall.plugin.entries import Metric
+from stepwall.plugin.registry import Registry
 
 __all__ = [
     "BUILTIN_METRICS",
@@ -36,30 +38,8 @@ __all__ = [
     "OPTIONAL_METRICS",
     "Metric",
     "check_dimensions",
+    "declared",
 ]
-
-
-@attrs.frozen
-class Metric:
-    """One metric of a step model.
-
-    ``unit`` is the unit shown beside its values (sweep and search columns, the explorer);
-    ``label`` its short name in words (the explorer's menus); ``meaning`` one line saying
-    what it is (the reference docs and, with ``page_help``, the explorer's tooltip).
-    ``minimize``: less is better (search ranks and objectives). ``optional``: NaN where the
-    specs do not state its inputs, which is unknown rather than infeasible. ``diagnostic``:
-    it describes the configuration, so it keeps its meaning where the point is infeasible.
-    """
-
-    name: str
-    dim: Dim
-    unit: str
-    label: str
-    meaning: str
-    minimize: bool = False
-    optional: bool = False
-    diagnostic: bool = False
-    page_help: bool = True
 
 
 _TOKEN_RATE = FREQUENCY  # tokens are counts: tokens/s is a rate
@@ -112,6 +92,18 @@ METRIC_UNITS = {m.name: m.unit for m in BUILTIN_METRICS}
 OPTIONAL_METRICS = frozenset(m.name for m in BUILTIN_METRICS if m.optional)
 MINIMIZE = frozenset(m.name for m in BUILTIN_METRICS if m.minimize)  # the rest are maximised
 DIAGNOSTIC_METRICS = frozenset(m.name for m in BUILTIN_METRICS if m.diagnostic)
+
+
+def declared(registry: Registry) -> tuple[Metric, ...]:
+    """The built-in metrics, then those the registry's plugins declare; a plugin's metric
+    needs an ``expr`` and may not take a built-in's name."""
+    extra = tuple(registry.metrics.values())
+    for m in extra:
+        if m.name in METRIC_UNITS:
+            raise PluginError(f"plugin {m.plugin}: metric {m.name!r} is a built-in metric")
+        if m.expr is None:
+            raise PluginError(f"plugin {m.plugin}: metric {m.name!r} has no expr")
+    return (*BUILTIN_METRICS, *extra)
 
 
 def check_dimensions(exprs: Mapping[str, sp.Expr], declared: tuple[Metric, ...]) -> None:

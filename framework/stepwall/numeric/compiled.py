@@ -64,6 +64,16 @@ class OpInfo:
 
 
 @attrs.frozen
+class MetricInfo:
+    """A metric a plugin declared (``stepwall_metrics``), as eval shows it."""
+
+    name: str
+    plugin: str
+    label: str
+    unit: str
+
+
+@attrs.frozen
 class ConstraintInfo:
     name: str
     plugin: str
@@ -86,6 +96,7 @@ class CompiledModel:
     structural_keys: frozenset[str]
     metrics: tuple[str, ...]  # the metrics' names, in output order (`stepwall.model.metrics`)
     optional_metrics: frozenset[str]  # those that may be unknown (NaN) on a feasible point
+    plugin_metrics: tuple[MetricInfo, ...]  # those of `metrics` that plugins declared
     imports: tuple[tuple[str, str], ...] = ()  # (module, name) the source needs beyond numpy's
     scalar_source: str = ""  # the same outputs for one point, in plain Python (no numpy)
     scalar_imports: tuple[tuple[str, str], ...] = ()
@@ -195,6 +206,7 @@ class CompiledModel:
             "structural_keys": sorted(self.structural_keys),
             "metrics": list(self.metrics),
             "optional_metrics": sorted(self.optional_metrics),
+            "plugin_metrics": [attrs.astuple(m) for m in self.plugin_metrics],
             "imports": [list(i) for i in self.imports],
             "scalar_source": self.scalar_source,
             "scalar_imports": [list(i) for i in self.scalar_imports],
@@ -220,6 +232,7 @@ class CompiledModel:
             frozenset(doc["structural_keys"]),
             tuple(doc["metrics"]),
             frozenset(doc["optional_metrics"]),
+            tuple(MetricInfo(*m) for m in doc["plugin_metrics"]),
             tuple((m, n) for m, n in doc["imports"]),
             doc["scalar_source"],
             tuple((m, n) for m, n in doc["scalar_imports"]),
@@ -506,8 +519,14 @@ def summary_of(
     violations: Sequence[Mapping[str, Any]],
     ev: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """`summary` from `scenario_info` and an evaluation."""
+    """`summary` from `scenario_info` and an evaluation. The metrics plugins declared follow
+    the built-in ones, as ``plugin_metrics`` (absent where there are none)."""
     used, cap = float(ev["memory_bytes_per_gpu"]), float(ev["memory_capacity_per_gpu"])
+    extra = [
+        {"name": m.name, "plugin": m.plugin, "label": m.label, "unit": m.unit,
+         "value": _known(ev[m.name])}
+        for m in numeric.plugin_metrics
+    ]  # fmt: skip
     return {
         "scenario": info["scenario"],
         "overrides": list(info["overrides"]),
@@ -523,7 +542,8 @@ def summary_of(
         "pd_prefill_gpus": float(ev["pd_prefill_gpus"]),
         "pd_tokens_per_s_per_gpu": float(ev["pd_tokens_per_s_per_gpu"]),
         "gpus": round(float(ev["gpus"])),
-        **{m: _known(ev[m]) for m in sorted(numeric.optional_metrics)},
+        **{m: _known(ev[m]) for m in sorted(numeric.optional_metrics - {e["name"] for e in extra})},
+        **({"plugin_metrics": extra} if extra else {}),
         "memory": {
             "bytes_per_gpu": used,
             "capacity_per_gpu": cap,
