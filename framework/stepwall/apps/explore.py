@@ -700,6 +700,7 @@ def explorer_html(
         "diagnostic": [m.name for m in shown if m.diagnostic],
         "labels": {m.name: m.label for m in shown},
         "help": {m.name: f"{m.name}: {m.meaning}" if m.page_help else m.name for m in shown},
+        "better": {m.name: -1 if m.minimize else 1 for m in shown if m.objective},
         "terms": terms,
         "groups": groups,
         "constraints": constraints,

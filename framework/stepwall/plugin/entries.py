@@ -54,7 +54,8 @@ class Metric:
     (the reference docs and, with ``page_help``, the explorer's tooltip). ``minimize``: less
     is better (search's objectives). ``optional``: NaN where the specs do not state its
     inputs, which is unknown rather than infeasible. ``diagnostic``: it describes the
-    configuration, so it keeps its meaning where the point is infeasible.
+    configuration, so it keeps its meaning where the point is infeasible. ``objective``: a
+    figure of merit, whose best point the explorer's chart marks (not a sizing or a count).
 
     ``expr(scenario, metrics)``, for a plugin's metric, is its expression in the model's
     parameters, from the built-in metrics' expressions (by name), or None where the scenario
@@ -68,6 +69,7 @@ class Metric:
     minimize: bool = False
     optional: bool = False
     diagnostic: bool = False
+    objective: bool = True
     page_help: bool = True
     expr: Callable[[Any, Mapping[str, Any]], Any] | None = None
     plugin: str = ""
