@@ -153,7 +153,7 @@ def test_page_compiles_every_metric_the_model_has(model, page: str) -> None:
     """The metrics come from the model itself (`stepwall.numeric.compiled.METRICS`, those the specs
     give): a metric added there is in the page without a change here; one the specs cannot
     give (energy without a board power) is left out, as eval leaves it unknown."""
-    from stepwall.numeric.compiled import METRICS, OPTIONAL_METRICS
+    from stepwall.model.metrics import METRICS, OPTIONAL_METRICS
 
     doc = data_of(page)
     assert doc["metrics"] == [m for m in METRICS if m in model.metrics]

@@ -257,7 +257,7 @@ def test_ids_and_provenance_are_shown(page: Any) -> None:
     """The stable ids tools read, the scenario's metrics all present, the provenance block
     (spec files with their SHA-256, versions, the command) visible."""
     from stepwall.model.compose import build_model
-    from stepwall.numeric.compiled import METRICS
+    from stepwall.model.metrics import METRICS
 
     model = build_model(SCENARIO)
     shown = {e.get_attribute("id") for e in page.query_selector_all("[id^='metric-']")}

@@ -35,7 +35,7 @@ from stepwall.core.errors import SpecError
 from stepwall.core.symbols import rebuild
 from stepwall.core.units import DIMENSIONLESS
 from stepwall.model.economics import NEEDS
-from stepwall.numeric.compiled import METRICS, MINIMIZE
+from stepwall.model.metrics import METRICS, MINIMIZE
 from stepwall.numeric.printer import compile_function
 
 if TYPE_CHECKING:

@@ -51,7 +51,7 @@ from stepwall.core.units import (
     format_quantity,
 )
 from stepwall.model.compose import build_model
-from stepwall.numeric.compiled import METRIC_UNITS, METRICS
+from stepwall.model.metrics import METRIC_UNITS, METRICS
 
 if TYPE_CHECKING:
     from stepwall.model.compose import StepModel

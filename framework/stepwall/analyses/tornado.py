@@ -24,7 +24,7 @@ from stepwall.analyses.result import Derivation
 from stepwall.core.errors import SpecError, shown_path
 from stepwall.core.options import option
 from stepwall.core.symbols import is_constant
-from stepwall.numeric.compiled import METRIC_UNITS
+from stepwall.model.metrics import METRIC_UNITS
 from stepwall.plugin.entries import Analysis
 
 if TYPE_CHECKING:

@@ -828,20 +828,9 @@
       return out.filter((v) => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9);
     return out;
   }
-  // which way a metric is better: +1 larger (throughputs), -1 smaller (times, energy, cost)
-  const BETTER = {
-    step_time_s: -1,
-    tokens_per_s_per_user: 1,
-    tokens_per_s: 1,
-    tokens_per_s_per_gpu: 1,
-    ttft_s: -1,
-    request_s: -1,
-    prefill_tokens_per_s_per_gpu: 1,
-    pd_tokens_per_s_per_gpu: 1,
-    joules_per_token: -1,
-    tokens_per_s_per_mw: 1,
-    usd_per_million_tokens: -1,
-  };
+  // which way a figure of merit is better: +1 larger (throughputs), -1 smaller (times,
+  // energy, cost), from the metrics' declarations (stepwall.model.metrics)
+  const BETTER = D.better || {};
   function label(v) {
     // an axis tick: short enough for the margin (2500, 25k, 1.5M; 0.25, 1e-05)
     const a = Math.abs(v);

@@ -48,7 +48,6 @@ from stepwall.core.units import (
 )
 from stepwall.model.compose import compose_step_time
 from stepwall.model.constraints import _NEGATED, HINT_LIMIT
-from stepwall.numeric.compiled import DIAGNOSTIC_METRICS, METRIC_UNITS, METRICS, OPTIONAL_METRICS
 from stepwall.numeric.printer import (
     SharedNames,
     argument_names,
@@ -637,18 +636,20 @@ def explorer_html(
     index = {s: i for i, s in enumerate(params)}
     # the metrics the specs give (energy and cost need a board power or a price: where they
     # are absent the metric is unknown and the page leaves it out)
-    metrics = [m for m in METRICS if m in model.metrics]
+    shown = [m for m in model.declared_metrics if m.name in model.metrics]
+    metrics = [m.name for m in shown]
     # the same list, in the same order, that `stepwall.model.compose.compile_model` lambdifies
     # (NaN for
     # an unknown metric), so that sympy's cse makes the same subexpressions; ops and unknown
     # metrics are computed there, dropped here
-    exprs = [model.metrics.get(m, sp.nan) for m in METRICS] + [t.expr for t in model.terms]
+    names = [m.name for m in model.declared_metrics]
+    exprs = [model.metrics.get(m, sp.nan) for m in names] + [t.expr for t in model.terms]
     ops = [e for op in model.workload.ops for e in (op.bytes, op.flops)]
     rels = [c.relation for c in model.constraints]
     n_out = len(exprs)
     keep = [
-        *(i for i, m in enumerate(METRICS) if m in model.metrics),
-        *range(len(METRICS), n_out),
+        *(i for i, m in enumerate(names) if m in model.metrics),
+        *range(len(names), n_out),
         *range(n_out + len(ops), n_out + len(ops) + len(rels)),
     ]
     model_js = js_function("stepwallModel", params, [*exprs, *ops, *rels], keep)
@@ -692,13 +693,14 @@ def explorer_html(
         "eps": eps,
         "parameters": [{"path": s.name, "value": float(model.values[s])} for s in params],
         "metrics": metrics,
-        "units": {m: METRIC_UNITS.get(m, "") for m in metrics},
+        "units": {m.name: m.unit for m in shown},
         # unknown is not infeasible (eval's feasibility leaves these out), and configuration
         # metrics keep their meaning where the point is infeasible (not greyed)
-        "optional": [m for m in metrics if m in OPTIONAL_METRICS],
-        "diagnostic": [m for m in metrics if m in DIAGNOSTIC_METRICS],
-        "labels": {m: _METRIC_LABELS.get(m, m) for m in metrics},
-        "help": {m: _METRIC_HELP.get(m, m) for m in metrics},
+        "optional": [m.name for m in shown if m.optional],
+        "diagnostic": [m.name for m in shown if m.diagnostic],
+        "labels": {m.name: m.label for m in shown},
+        "help": {m.name: f"{m.name}: {m.meaning}" if m.page_help else m.name for m in shown},
+        "better": {m.name: -1 if m.minimize else 1 for m in shown if m.objective},
         "terms": terms,
         "groups": groups,
         "constraints": constraints,
@@ -844,7 +846,7 @@ def _page(
     )
     metric_options = "".join(
         f'<option value="{m}"{" selected" if m == "step_time_s" else ""}>'
-        f"{_esc(_METRIC_LABELS.get(m, m))}</option>"
+        f"{_esc(doc['labels'][m])}</option>"
         for m in doc["metrics"]
         if m not in ("gpus", "memory_capacity_per_gpu")
     )
@@ -872,47 +874,6 @@ def _page(
         ]
     )
 
-
-_METRIC_LABELS = {
-    "step_time_s": "step time",
-    "tokens_per_s_per_user": "tokens/s per user",
-    "tokens_per_s": "tokens/s (all users)",
-    "tokens_per_s_per_gpu": "tokens/s per GPU",
-    "ttft_s": "time to first token",
-    "request_s": "request time",
-    "prefill_tokens_per_s_per_gpu": "prefill tokens/s per GPU",
-    "pd_prefill_gpus": "prefill GPUs (P/D)",
-    "pd_tokens_per_s_per_gpu": "tokens/s per GPU (P/D)",
-    "joules_per_token": "energy per token",
-    "tokens_per_s_per_mw": "tokens/s per MW",
-    "usd_per_million_tokens": "USD per 1M tokens",
-    "gpus": "GPUs",
-    "memory_bytes_per_gpu": "memory per GPU",
-    "memory_capacity_per_gpu": "usable memory per GPU",
-    "weight_bytes_per_gpu": "weights per GPU",
-    "kv_bytes_per_gpu": "KV cache per GPU",
-}
-
-_METRIC_HELP = {
-    "step_time_s": "step_time_s: one decode step (every term, overlapped ones once)",
-    "tokens_per_s_per_user": "tokens_per_s_per_user: accepted tokens per step / step time",
-    "tokens_per_s": "tokens_per_s: every replica's users together",
-    "tokens_per_s_per_gpu": "tokens_per_s_per_gpu: one replica's users over its GPUs",
-    "ttft_s": "ttft_s: one prompt's prefill alone (the model's prefill step)",
-    "request_s": "request_s: time to first token plus the output tokens' decode steps",
-    "prefill_tokens_per_s_per_gpu": "prefill_tokens_per_s_per_gpu: prompt tokens per second "
-    "per GPU in the prefill step",
-    "pd_prefill_gpus": "pd_prefill_gpus: GPUs a separate prefill pool needs to feed this "
-    "decode pool's requests (disaggregated prefill/decode)",
-    "pd_tokens_per_s_per_gpu": "pd_tokens_per_s_per_gpu: output tokens/s over decode and "
-    "prefill GPUs together (disaggregated prefill/decode)",
-    "gpus": "gpus: every replica's GPUs",
-    "joules_per_token": "joules_per_token: board power / tokens/s per GPU",
-    "tokens_per_s_per_mw": "tokens_per_s_per_mw: tokens/s per GPU / (board power × PUE), "
-    "per megawatt",
-    "usd_per_million_tokens": "usd_per_million_tokens: GPU-hour price / tokens per GPU-hour, "
-    "per million",
-}
 
 _MODEL_HELPERS = """\
 // Python's float modulo (the result takes the divisor's sign), as the evaluator computes it

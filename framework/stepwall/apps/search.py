@@ -61,13 +61,8 @@ from stepwall.io import output
 from stepwall.io.formats import Column, Table, write_json
 from stepwall.model.compose import compile_scenario
 from stepwall.model.economics import NEEDS
-from stepwall.numeric.compiled import (
-    METRIC_UNITS,
-    METRICS,
-    MINIMIZE,
-    OPTIONAL_METRICS,
-    CompiledModel,
-)
+from stepwall.model.metrics import METRIC_UNITS, METRICS, MINIMIZE, OPTIONAL_METRICS
+from stepwall.numeric.compiled import CompiledModel
 from stepwall.plugin import registry as registries
 from stepwall.spec.loader import INLINE
 from stepwall.spec.validation import load_scenario

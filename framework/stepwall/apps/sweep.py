@@ -33,7 +33,8 @@ from stepwall.core.scenario import Scenario
 from stepwall.core.units import parse_quantity, parse_unit, split_quantity
 from stepwall.io.formats import Column, Table
 from stepwall.model.compose import compile_scenario
-from stepwall.numeric.compiled import METRIC_UNITS, METRICS, CompiledModel
+from stepwall.model.metrics import METRIC_UNITS, METRICS
+from stepwall.numeric.compiled import CompiledModel
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
 from stepwall.spec.loader import parse_set
@@ -50,16 +51,29 @@ def metric_names(model: Any) -> list[str]:
     (seconds per term group) and ``term.NAME`` (seconds per term). ``model`` is a StepModel
     or a CompiledModel (anything with named, grouped ``terms``)."""
     groups = sorted({t.group for t in model.terms})
-    return [*METRICS, *(f"group.{g}" for g in groups), *(f"term.{t.name}" for t in model.terms)]
+    extra = [m for m in _plugin_units(model) if m not in METRICS]
+    return [*METRICS, *extra, *(f"group.{g}" for g in groups),
+            *(f"term.{t.name}" for t in model.terms)]  # fmt: skip
 
 
-def metric_unit(name: str) -> str:
-    return METRIC_UNITS.get(name, "s")
+def _plugin_units(model: Any) -> dict[str, str]:
+    """The metrics plugins declared, with their units, of a StepModel or a CompiledModel."""
+    if hasattr(model, "declared_metrics"):
+        return {m.name: m.unit for m in model.declared_metrics if m.name not in METRIC_UNITS}
+    return {m.name: m.unit for m in getattr(model, "plugin_metrics", ())}
+
+
+def metric_unit(name: str, model: Any = None) -> str:
+    """The unit of a metric, ``group.G`` or ``term.T`` (seconds); ``model`` knows the
+    metrics its plugins declared."""
+    if name in METRIC_UNITS:
+        return METRIC_UNITS[name]
+    return _plugin_units(model).get(name, "s") if model is not None else "s"
 
 
 def pick(model: Any, ev: Mapping[str, Any], name: str, where: str = "--metric") -> Any:
     """One named quantity out of an evaluation (see `metric_names`)."""
-    if name in METRICS:
+    if name in METRICS or name in _plugin_units(model):
         return ev[name]
     if name.startswith("term.") and name[5:] in ev["terms"]:
         return ev["terms"][name[5:]]
@@ -70,7 +84,8 @@ def pick(model: Any, ev: Mapping[str, Any], name: str, where: str = "--metric") 
     names = metric_names(model)
     dym = did_you_mean(name, names)
     raise SpecError(where, name, f"unknown metric{dym}",
-                    f"one of: {', '.join(METRICS)}, group.<group>, term.<term>")  # fmt: skip
+                    f"one of: {', '.join([*METRICS, *_plugin_units(model)])}, group.<group>, "
+                    "term.<term>")  # fmt: skip
 
 
 @attrs.frozen
@@ -262,7 +277,7 @@ class Plan:
 
     def columns(self) -> tuple[Column, ...]:
         keys = [Column(a.key, "", "int" if a.integer else "float") for a in self.axes]
-        ms = [Column(m, metric_unit(m)) for m in self.metrics]
+        ms = [Column(m, metric_unit(m, self.numeric)) for m in self.metrics]
         return (*keys, *ms, Column("feasible", "", "bool"), Column("violation", "", "text"))
 
     def chunks(

@@ -27,7 +27,7 @@ from stepwall.core.errors import SpecError, UnitError, did_you_mean, first_repea
 from stepwall.core.options import option, structure_options
 from stepwall.core.units import parse_quantity, parse_unit
 from stepwall.model.compose import build_model
-from stepwall.numeric.compiled import DIAGNOSTIC_METRICS, METRICS
+from stepwall.model.metrics import DIAGNOSTIC_METRICS, METRICS
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
 from stepwall.spec.loader import find_spec_file, read_toml

@@ -56,6 +56,10 @@ def render_breakdown(s: dict[str, Any]) -> str:
         lines.append(f"tokens/s per MW       {s['tokens_per_s_per_mw']:.4g}   (board power × PUE)")
     if s.get("usd_per_million_tokens") is not None:
         lines.append(f"USD per 1M tokens     {s['usd_per_million_tokens']:.3g}")
+    for m in s.get("plugin_metrics", []):  # declared by plugins (stepwall_metrics)
+        value = "unknown" if m["value"] is None else f"{m['value']:.4g}"
+        unit = f" {m['unit']}" if m["unit"] else ""
+        lines.append(f"{visible(m['label']):<21} {value}{unit}   (plugin {visible(m['plugin'])})")
     if zero:
         names = visible(", ".join(term["name"] for term in zero))
         lines.append(f"zero here ({len(zero)})       {names}")

@@ -35,13 +35,19 @@ from stepwall.core.symbols import Parameter, constants_in, rebuild
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
 from stepwall.model.constraints import HINT_LIMIT, Violation, composer_constraints, explain
 from stepwall.model.economics import energy_metrics
-from stepwall.numeric.compiled import (
+from stepwall.model.metrics import (
+    BUILTIN_METRICS,
     DIAGNOSTIC_METRICS,
     METRIC_UNITS,
     METRICS,
-    OPTIONAL_METRICS,
+    Metric,
+    check_dimensions,
+    declared,
+)
+from stepwall.numeric.compiled import (
     CompiledModel,
     ConstraintInfo,
+    MetricInfo,
     ModelCache,
     OpInfo,
     TermInfo,
@@ -93,6 +99,8 @@ class StepModel:
     engine: Engine = attrs.field(factory=Engine)
     steps: tuple[Step, ...] = ()  # the scenario's own step, then the others (ttft)
     ttft_terms: tuple[Term, ...] = ()  # the terms of one prompt prefilled alone
+    # the metrics' declarations, built-in then plugins' (`stepwall.model.metrics.declared`)
+    declared_metrics: tuple[Metric, ...] = BUILTIN_METRICS
     # the compiled model, shared by every StepModel of the same shape (see `build_model`)
     shared: list[CompiledModel] = attrs.field(factory=list, eq=False, repr=False)
 
@@ -149,8 +157,8 @@ class StepModel:
             if not bool(np.all(ev["constraints"][c.name]))
         ]
         if not out and not bool(np.all(ev["feasible"])):
-            bad = [m for m in METRICS if m not in OPTIONAL_METRICS
-                   and not np.all(np.isfinite(np.asarray(ev[m], dtype=float)))]  # fmt: skip
+            bad = [m.name for m in self.declared_metrics if not m.optional
+                   and not np.all(np.isfinite(np.asarray(ev[m.name], dtype=float)))]  # fmt: skip
             why = "a parameter is zero or out of its physical range"
             c = Constraint("finite", sp.true, why, (), "stepwall")
             out.append(Violation(c, self.scenario.label, "", f"{', '.join(bad)} is not finite"))
@@ -192,7 +200,8 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
     point) and the names that read its outputs."""
     params = model.parameters
     # a metric the specs cannot give (energy without a board power) is NaN: unknown
-    exprs = [model.metrics.get(m, sp.nan) for m in METRICS] + [t.expr for t in model.terms]
+    names = tuple(m.name for m in model.declared_metrics)
+    exprs = [model.metrics.get(m, sp.nan) for m in names] + [t.expr for t in model.terms]
     exprs += [e for op in model.workload.ops for e in (op.bytes, op.flops)]
     exprs += [c.relation for c in model.constraints]
     if model.shared:  # the numpy form exists: add the plain-Python one
@@ -209,6 +218,12 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
         tuple(OpInfo(op.name, op.group, op.plugin) for op in model.workload.ops),
         tuple(ConstraintInfo(c.name, c.plugin, c.message, c.keys) for c in model.constraints),
         model.structural_keys,
+        names,
+        frozenset(m.name for m in model.declared_metrics if m.optional),
+        tuple(
+            MetricInfo(m.name, m.plugin, m.label, m.unit)
+            for m in model.declared_metrics[len(BUILTIN_METRICS) :]
+        ),
         imports,
         scalar_source,
         scalar_imports,
@@ -346,6 +361,13 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         "memory_capacity_per_gpu": capacity,
     }
     metrics.update(energy_metrics(scenario, metrics["tokens_per_s_per_gpu"]))
+    metric_decls = declared(registry)
+    builtin = dict(metrics)
+    for m in metric_decls[len(BUILTIN_METRICS) :]:  # the plugins' (expr checked by `declared`)
+        given = m.expr(scenario, builtin) if m.expr is not None else None
+        if given is not None:
+            metrics[m.name] = sp.sympify(given)
+    check_dimensions(metrics, metric_decls)
     stated = registry.call_each(
         "stepwall_constraints", scenario, decoding=decoding, layout=layout, workload=workload
     )
@@ -376,6 +398,7 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         engine,
         tuple(steps),
         tuple(ttft_terms),
+        metric_decls,
     )
 
 

@@ -44,69 +44,7 @@ if TYPE_CHECKING:
     from stepwall.core.scenario import Scenario
     from stepwall.plugin.registry import Registry
 
-METRICS = (
-    "step_time_s",
-    "tokens_per_s_per_user",
-    "tokens_per_s",
-    "tokens_per_s_per_gpu",
-    "ttft_s",
-    "request_s",
-    "prefill_tokens_per_s_per_gpu",
-    "pd_prefill_gpus",
-    "pd_tokens_per_s_per_gpu",
-    "gpus",
-    "memory_bytes_per_gpu",
-    "memory_capacity_per_gpu",
-    "weight_bytes_per_gpu",
-    "kv_bytes_per_gpu",
-    "joules_per_token",
-    "tokens_per_s_per_mw",
-    "usd_per_million_tokens",
-)
-METRIC_UNITS = {
-    "step_time_s": "s",
-    "tokens_per_s_per_user": "tokens/s",
-    "tokens_per_s": "tokens/s",
-    "tokens_per_s_per_gpu": "tokens/s",
-    "ttft_s": "s",
-    "request_s": "s",
-    "prefill_tokens_per_s_per_gpu": "tokens/s",
-    "pd_prefill_gpus": "",
-    "pd_tokens_per_s_per_gpu": "tokens/s",
-    "gpus": "",
-    "memory_bytes_per_gpu": "B",
-    "memory_capacity_per_gpu": "B",
-    "weight_bytes_per_gpu": "B",
-    "kv_bytes_per_gpu": "B",
-    "joules_per_token": "J",
-    "tokens_per_s_per_mw": "tokens/s",
-    "usd_per_million_tokens": "USD",
-}
-# Energy and cost (`stepwall.model.economics`): NaN where the specs do not state board power, PUE
-# or price. Unknown, not infeasible: left out of the feasibility check, null in eval --json.
-OPTIONAL_METRICS = frozenset({"joules_per_token", "tokens_per_s_per_mw", "usd_per_million_tokens"})
-# metrics where less is better; every other metric is maximised
-MINIMIZE = frozenset(
-    {
-        "step_time_s",
-        "ttft_s",
-        "request_s",
-        "joules_per_token",
-        "usd_per_million_tokens",
-        "memory_bytes_per_gpu",
-        "weight_bytes_per_gpu",
-        "kv_bytes_per_gpu",
-        "gpus",
-        "pd_prefill_gpus",
-    }
-)
-# Metrics that describe a configuration rather than its performance: meaningful even where it
-# is infeasible (they say why: 527 GB resident of 275 GB usable). The others are withheld there.
-DIAGNOSTIC_METRICS = frozenset(
-    {"gpus", "memory_bytes_per_gpu", "memory_capacity_per_gpu", "weight_bytes_per_gpu",
-     "kv_bytes_per_gpu"}
-)  # fmt: skip
-FORMAT = 6  # the layout of a cache entry; bump when it changes
+FORMAT = 7  # the layout of a cache entry; bump when it changes
 
 
 @attrs.frozen
@@ -123,6 +61,16 @@ class OpInfo:
     name: str
     group: str
     plugin: str
+
+
+@attrs.frozen
+class MetricInfo:
+    """A metric a plugin declared (``stepwall_metrics``), as eval shows it."""
+
+    name: str
+    plugin: str
+    label: str
+    unit: str
 
 
 @attrs.frozen
@@ -146,6 +94,9 @@ class CompiledModel:
     ops: tuple[OpInfo, ...]
     constraints: tuple[ConstraintInfo, ...]
     structural_keys: frozenset[str]
+    metrics: tuple[str, ...]  # the metrics' names, in output order (`stepwall.model.metrics`)
+    optional_metrics: frozenset[str]  # those that may be unknown (NaN) on a feasible point
+    plugin_metrics: tuple[MetricInfo, ...]  # those of `metrics` that plugins declared
     imports: tuple[tuple[str, str], ...] = ()  # (module, name) the source needs beyond numpy's
     scalar_source: str = ""  # the same outputs for one point, in plain Python (no numpy)
     scalar_imports: tuple[tuple[str, str], ...] = ()
@@ -211,8 +162,8 @@ class CompiledModel:
                 ]
 
     def _results(self, out: Any, scalar: bool) -> dict[str, Any]:
-        result: dict[str, Any] = dict(zip(METRICS, out[: len(METRICS)], strict=True))
-        n, k = len(METRICS), len(self.terms)
+        result: dict[str, Any] = dict(zip(self.metrics, out[: len(self.metrics)], strict=True))
+        n, k = len(self.metrics), len(self.terms)
         result["terms"] = dict(zip((t.name for t in self.terms), out[n : n + k], strict=True))
         w = 2 * len(self.ops)
         work = out[n + k : n + k + w]
@@ -226,7 +177,9 @@ class CompiledModel:
                 c.name: bool(h) for c, h in zip(self.constraints, holds, strict=True)
             }
             result["feasible"] = all(result["constraints"].values()) and all(
-                math.isfinite(float(result[m])) for m in METRICS if m not in OPTIONAL_METRICS
+                math.isfinite(float(result[m]))
+                for m in self.metrics
+                if m not in self.optional_metrics
             )
             return result
         import numpy as np  # numpy on first use (a cached eval runs without it)
@@ -236,8 +189,8 @@ class CompiledModel:
         }
         checks = [*result["constraints"].values()] + [
             np.isfinite(np.asarray(result[m], dtype=float))
-            for m in METRICS
-            if m not in OPTIONAL_METRICS
+            for m in self.metrics
+            if m not in self.optional_metrics
         ]
         result["feasible"] = _conjunction(checks)
         return result
@@ -251,6 +204,9 @@ class CompiledModel:
             "ops": [attrs.astuple(o) for o in self.ops],
             "constraints": [[c.name, c.plugin, c.message, list(c.keys)] for c in self.constraints],
             "structural_keys": sorted(self.structural_keys),
+            "metrics": list(self.metrics),
+            "optional_metrics": sorted(self.optional_metrics),
+            "plugin_metrics": [attrs.astuple(m) for m in self.plugin_metrics],
             "imports": [list(i) for i in self.imports],
             "scalar_source": self.scalar_source,
             "scalar_imports": [list(i) for i in self.scalar_imports],
@@ -274,6 +230,9 @@ class CompiledModel:
             tuple(OpInfo(*o) for o in doc["ops"]),
             tuple(ConstraintInfo(n, p, m, tuple(k)) for n, p, m, k in doc["constraints"]),
             frozenset(doc["structural_keys"]),
+            tuple(doc["metrics"]),
+            frozenset(doc["optional_metrics"]),
+            tuple(MetricInfo(*m) for m in doc["plugin_metrics"]),
             tuple((m, n) for m, n in doc["imports"]),
             doc["scalar_source"],
             tuple((m, n) for m, n in doc["scalar_imports"]),
@@ -560,8 +519,14 @@ def summary_of(
     violations: Sequence[Mapping[str, Any]],
     ev: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """`summary` from `scenario_info` and an evaluation."""
+    """`summary` from `scenario_info` and an evaluation. The metrics plugins declared follow
+    the built-in ones, as ``plugin_metrics`` (absent where there are none)."""
     used, cap = float(ev["memory_bytes_per_gpu"]), float(ev["memory_capacity_per_gpu"])
+    extra = [
+        {"name": m.name, "plugin": m.plugin, "label": m.label, "unit": m.unit,
+         "value": _known(ev[m.name])}
+        for m in numeric.plugin_metrics
+    ]  # fmt: skip
     return {
         "scenario": info["scenario"],
         "overrides": list(info["overrides"]),
@@ -577,7 +542,8 @@ def summary_of(
         "pd_prefill_gpus": float(ev["pd_prefill_gpus"]),
         "pd_tokens_per_s_per_gpu": float(ev["pd_tokens_per_s_per_gpu"]),
         "gpus": round(float(ev["gpus"])),
-        **{m: _known(ev[m]) for m in sorted(OPTIONAL_METRICS)},
+        **{m: _known(ev[m]) for m in sorted(numeric.optional_metrics - {e["name"] for e in extra})},
+        **({"plugin_metrics": extra} if extra else {}),
         "memory": {
             "bytes_per_gpu": used,
             "capacity_per_gpu": cap,

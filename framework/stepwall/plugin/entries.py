@@ -8,12 +8,13 @@ report, a table) belongs to the layers above and is typed ``Any`` here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 import attrs
 
 from stepwall.core.options import structure_options
+from stepwall.core.units import Dim
 
 
 def _many_text(results: Sequence[Any]) -> str:
@@ -40,6 +41,37 @@ class Analysis:
     table: Callable[[Sequence[Any]], tuple[list[str], list[list[Any]]]] = _rows
     number_format: str = ".4g"  # how a report shows the values of a list of results
     at_point: bool = False  # a property of the scenario's point: refused where infeasible
+    plugin: str = ""
+
+
+@attrs.frozen
+class Metric:
+    """One metric of a step model (``stepwall_metrics``; the built-in ones:
+    `stepwall.model.metrics`).
+
+    ``unit`` is the unit shown beside its values (eval, sweep and search columns, the
+    explorer); ``label`` its short name in words; ``meaning`` one line saying what it is
+    (the reference docs and, with ``page_help``, the explorer's tooltip). ``minimize``: less
+    is better (search's objectives). ``optional``: NaN where the specs do not state its
+    inputs, which is unknown rather than infeasible. ``diagnostic``: it describes the
+    configuration, so it keeps its meaning where the point is infeasible. ``objective``: a
+    figure of merit, whose best point the explorer's chart marks (not a sizing or a count).
+
+    ``expr(scenario, metrics)``, for a plugin's metric, is its expression in the model's
+    parameters, from the built-in metrics' expressions (by name), or None where the scenario
+    does not give it; its dimension must be ``dim``."""
+
+    name: str
+    dim: Dim
+    unit: str
+    label: str
+    meaning: str
+    minimize: bool = False
+    optional: bool = False
+    diagnostic: bool = False
+    objective: bool = True
+    page_help: bool = True
+    expr: Callable[[Any, Mapping[str, Any]], Any] | None = None
     plugin: str = ""
 
 

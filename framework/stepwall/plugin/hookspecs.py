@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         Term,
         Workload,
     )
-    from stepwall.plugin.entries import Analysis, BlockKind, Format
+    from stepwall.plugin.entries import Analysis, BlockKind, Format, Metric
 
 ENTRY_POINT_GROUP = "stepwall"  # installed plugins declare [project.entry-points.stepwall]
 DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"  # set: installed plugins are not loaded
@@ -156,6 +156,15 @@ def stepwall_report_blocks() -> list[BlockKind]:
     """Declare report block kinds (``[[block]] kind = NAME``): each a
     `stepwall.plugin.entries.BlockKind` with its options class and renderer. Called once when
     the registry is built. Not firstresult."""
+
+
+@hookspec
+def stepwall_metrics() -> list[Metric]:
+    """Declare metrics beside the built-in ones (`stepwall.model.metrics`): each a
+    `stepwall.plugin.entries.Metric` with its name, dimension, unit, meaning and ``expr``, a
+    function of the scenario and the built-in metrics' expressions. Eval, sweep, search,
+    the explorer and the reference docs show it. Called once when the registry is built.
+    Not firstresult."""
 
 
 @hookspec

@@ -72,6 +72,7 @@ ENTRY_HOOKS = {
     "blocks": ("stepwall_report_blocks", "report block"),
     "formats": ("stepwall_formats", "output format"),
     "primitives": ("stepwall_primitives", "primitive"),
+    "metrics": ("stepwall_metrics", "metric"),
 }
 
 
@@ -134,6 +135,11 @@ class Registry:
     @property
     def primitives(self) -> dict[str, Any]:
         return self._gather("primitives")
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The metrics plugins declared (``stepwall_metrics``), by name."""
+        return self._gather("metrics")
 
     def _gather(self, attr: str) -> dict[str, Any]:
         if attr not in self._entries:

@@ -16,7 +16,7 @@ from typing import Any
 
 from stepwall.core.errors import SpecError, UnitError, did_you_mean
 from stepwall.core.units import parse_unit
-from stepwall.numeric.compiled import METRIC_UNITS
+from stepwall.model.metrics import METRIC_UNITS
 
 
 def csv_number(value: float | bool | str | None) -> str:

@@ -33,7 +33,7 @@ from stepwall.core.terminal import visible
 from stepwall.core.units import parse_quantity
 from stepwall.io.output import write_file, write_folder
 from stepwall.model.compose import StepModel, build_model
-from stepwall.numeric.compiled import DIAGNOSTIC_METRICS, METRICS
+from stepwall.model.metrics import DIAGNOSTIC_METRICS, METRICS
 from stepwall.numeric.parallel import Jobs
 from stepwall.plugin import registry as registries
 from stepwall.plugin.entries import BlockKind

@@ -14,7 +14,7 @@ from stepwall.apps.report.render import FEASIBLE, VIOLATION, reason
 from stepwall.core.errors import first_repeat
 from stepwall.core.options import option
 from stepwall.core.terminal import visible
-from stepwall.numeric.compiled import DIAGNOSTIC_METRICS
+from stepwall.model.metrics import DIAGNOSTIC_METRICS
 from stepwall.plugin.entries import BlockKind
 
 if TYPE_CHECKING:

@@ -1,0 +1,123 @@
+"""The metrics a model reports, each declared once (`stepwall.plugin.entries.Metric`): name,
+dimension, unit shown, meaning, which way is better, and whether it may be unknown or
+describes a configuration.
+
+Everything that lists metrics reads `BUILTIN_METRICS` (through `METRICS` and the sets
+below) and the plugins' ``stepwall_metrics`` (`declared`): the composer checks each metric's
+expression against its dimension (`check_dimensions`), the compiled model orders its outputs
+by them, and eval, sweep, search, the explorer and the reference docs take their columns,
+units, objectives and labels from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy as sp
+
+from stepwall.core.dimensions import dimension_of
+from stepwall.core.errors import DimensionError, PluginError
+from stepwall.core.units import (
+    CURRENCY,
+    DIMENSIONLESS,
+    ENERGY,
+    FREQUENCY,
+    INFORMATION,
+    POWER,
+    TIME,
+)
+from stepwall.plugin.entries import Metric
+from stepwall.plugin.registry import Registry
+
+__all__ = [
+    "BUILTIN_METRICS",
+    "DIAGNOSTIC_METRICS",
+    "METRICS",
+    "METRIC_UNITS",
+    "MINIMIZE",
+    "OPTIONAL_METRICS",
+    "Metric",
+    "check_dimensions",
+    "declared",
+]
+
+
+_TOKEN_RATE = FREQUENCY  # tokens are counts: tokens/s is a rate
+
+BUILTIN_METRICS: tuple[Metric, ...] = (
+    Metric("step_time_s", TIME, "s", "step time",
+           "one decode step (every term, overlapped ones once)", minimize=True),
+    Metric("tokens_per_s_per_user", _TOKEN_RATE, "tokens/s", "tokens/s per user",
+           "accepted tokens per step / step time"),
+    Metric("tokens_per_s", _TOKEN_RATE, "tokens/s", "tokens/s (all users)",
+           "every replica's users together"),
+    Metric("tokens_per_s_per_gpu", _TOKEN_RATE, "tokens/s", "tokens/s per GPU",
+           "one replica's users over its GPUs"),
+    Metric("ttft_s", TIME, "s", "time to first token",
+           "one prompt's prefill alone (the model's prefill step)", minimize=True),
+    Metric("request_s", TIME, "s", "request time",
+           "time to first token plus the output tokens' decode steps", minimize=True),
+    Metric("prefill_tokens_per_s_per_gpu", _TOKEN_RATE, "tokens/s", "prefill tokens/s per GPU",
+           "prompt tokens per second per GPU in the prefill step"),
+    Metric("pd_prefill_gpus", DIMENSIONLESS, "", "prefill GPUs (P/D)",
+           "GPUs a separate prefill pool needs to feed this decode pool's requests "
+           "(disaggregated prefill/decode)", minimize=True, objective=False),
+    Metric("pd_tokens_per_s_per_gpu", _TOKEN_RATE, "tokens/s", "tokens/s per GPU (P/D)",
+           "output tokens/s over decode and prefill GPUs together "
+           "(disaggregated prefill/decode)"),
+    Metric("gpus", DIMENSIONLESS, "", "GPUs", "every replica's GPUs", minimize=True,
+           diagnostic=True, objective=False),
+    Metric("memory_bytes_per_gpu", INFORMATION, "B", "memory per GPU",
+           "weights and KV cache resident on each GPU", minimize=True, diagnostic=True,
+           objective=False, page_help=False),
+    Metric("memory_capacity_per_gpu", INFORMATION, "B", "usable memory per GPU",
+           "the device's memory × the engine's memory fraction", diagnostic=True,
+           objective=False, page_help=False),
+    Metric("weight_bytes_per_gpu", INFORMATION, "B", "weights per GPU",
+           "the model weights each GPU holds", minimize=True, diagnostic=True,
+           objective=False, page_help=False),
+    Metric("kv_bytes_per_gpu", INFORMATION, "B", "KV cache per GPU",
+           "the KV cache each GPU holds", minimize=True, diagnostic=True, objective=False,
+           page_help=False),
+    Metric("joules_per_token", ENERGY, "J", "energy per token",
+           "board power / tokens/s per GPU", minimize=True, optional=True),
+    Metric("tokens_per_s_per_mw", _TOKEN_RATE / POWER, "tokens/s", "tokens/s per MW",
+           "tokens/s per GPU / (board power × PUE), per megawatt", optional=True),
+    Metric("usd_per_million_tokens", CURRENCY, "USD", "USD per 1M tokens",
+           "GPU-hour price / tokens per GPU-hour, per million", minimize=True, optional=True),
+)  # fmt: skip
+
+METRICS = tuple(m.name for m in BUILTIN_METRICS)
+METRIC_UNITS = {m.name: m.unit for m in BUILTIN_METRICS}
+# energy and cost (`stepwall.model.economics`): unknown where the specs do not state their inputs
+OPTIONAL_METRICS = frozenset(m.name for m in BUILTIN_METRICS if m.optional)
+MINIMIZE = frozenset(m.name for m in BUILTIN_METRICS if m.minimize)  # the rest are maximised
+DIAGNOSTIC_METRICS = frozenset(m.name for m in BUILTIN_METRICS if m.diagnostic)
+
+
+def declared(registry: Registry) -> tuple[Metric, ...]:
+    """The built-in metrics, then those the registry's plugins declare; a plugin's metric
+    needs an ``expr`` and may not take a built-in's name."""
+    extra = tuple(registry.metrics.values())
+    for m in extra:
+        if m.name in METRIC_UNITS:
+            raise PluginError(f"plugin {m.plugin}: metric {m.name!r} is a built-in metric")
+        if m.expr is None:
+            raise PluginError(f"plugin {m.plugin}: metric {m.name!r} has no expr")
+    return (*BUILTIN_METRICS, *extra)
+
+
+def check_dimensions(exprs: Mapping[str, sp.Expr], declared: tuple[Metric, ...]) -> None:
+    """Raise a PluginError for an expression that is not one of ``declared``'s metrics or
+    whose dimension is not its declaration's."""
+    by_name = {m.name: m for m in declared}
+    for name, expr in exprs.items():
+        metric = by_name.get(name)
+        if metric is None:
+            raise PluginError(f"metric {name!r} is not declared")
+        try:
+            found = dimension_of(expr)
+        except DimensionError as e:
+            raise PluginError(f"metric {name!r}: {e}") from e
+        if found != metric.dim:
+            raise PluginError(f"metric {name!r} is {found}, declared {metric.dim}")

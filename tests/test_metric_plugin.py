@@ -1,0 +1,117 @@
+"""Adding a metric is one plugin declaration (``stepwall_metrics``): a throwaway plugin declares
+one and it appears in eval's text and JSON, sweep's CSV columns, the explorer page and the
+generated metrics reference; a wrong dimension or a built-in's name is refused."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stepwall.apps import reference
+from stepwall.core.units import DIMENSIONLESS, TIME
+from stepwall.model.metrics import METRICS, declared
+from stepwall.plugin.entries import Metric
+from stepwall.plugin.hookspecs import hookimpl
+from stepwall.testing import PluginKit
+
+SCENARIO = "k26-b300-tp8-ddtree"
+
+
+def users_served(scenario: Any, metrics: dict[str, Any]) -> Any:
+    return metrics["tokens_per_s"] / metrics["tokens_per_s_per_user"]
+
+
+USERS = Metric("users_served", DIMENSIONLESS, "", "users served",
+               "aggregate tokens/s over one user's tokens/s", expr=users_served)  # fmt: skip
+
+
+class UsersPlugin:
+    @hookimpl
+    def stepwall_metrics(self) -> list[Metric]:
+        return [USERS]
+
+
+@pytest.fixture
+def kit(stepwall_plugin: PluginKit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> PluginKit:
+    monkeypatch.setenv("STEPWALL_CACHE_DIR", str(tmp_path / "cache"))
+    return stepwall_plugin(UsersPlugin())
+
+
+def test_eval_json_and_text_show_the_plugin_metric(kit: PluginKit) -> None:
+    code, out, err = kit.cli("eval", SCENARIO, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    [entry] = doc["plugin_metrics"]
+    assert entry["name"] == "users_served" and entry["label"] == "users served"
+    assert entry["plugin"] != "" and entry["unit"] == ""
+    # the metric is what its expression says, at the scenario's point
+    assert entry["value"] == pytest.approx(doc["tokens_per_s"] / doc["tokens_per_s_per_user"])
+    code, text, err = kit.cli("eval", SCENARIO)
+    assert code == 0, err
+    [line] = [ln for ln in text.splitlines() if ln.startswith("users served")]
+    assert re.fullmatch(r"users served {10}[0-9.e+]+   \(plugin .+\)", line), line
+    assert float(line.split()[2]) == pytest.approx(entry["value"], rel=1e-3)
+
+
+def test_builtin_eval_json_has_no_plugin_metrics_key(stepwall_plugin: PluginKit) -> None:
+    code, out, _ = stepwall_plugin().cli("eval", SCENARIO, "--json")
+    assert code == 0 and "plugin_metrics" not in json.loads(out)
+
+
+def test_sweep_csv_has_the_plugin_metric_column(kit: PluginKit) -> None:
+    args = ["--metric", "users_served", "--metric", "tokens_per_s", "--format", "csv"]
+    code, out, err = kit.cli("sweep", SCENARIO, "--vary", "workload.concurrency=1,2", *args)
+    assert code == 0, err
+    rows = list(csv.reader(io.StringIO(out)))
+    assert rows[0][:3] == ["workload.concurrency", "users_served", "tokens_per_s [tokens/s]"]
+    assert len(rows) == 3 and all(float(r[1]) > 0 for r in rows[1:])
+
+
+def test_explorer_page_lists_the_plugin_metric(kit: PluginKit, tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    code, _, err = kit.cli("explore", SCENARIO, "--free", "parallel.tp", "-o", str(page))
+    assert code == 0, err
+    html = page.read_text()
+    assert '<option value="users_served">users served</option>' in html
+    doc = json.loads(re.search(r'<script type="application/json" id="stepwall-data">(.*?)</script>',
+                               html, flags=re.S)[1])  # fmt: skip
+    # the built-in metrics the specs give, in their order, then the plugin's
+    assert doc["metrics"] == [*(m for m in METRICS if m in doc["metrics"]), "users_served"]
+    assert doc["labels"]["users_served"] == "users served"
+    assert doc["help"]["users_served"] == "users_served: " + USERS.meaning
+
+
+def test_generated_reference_lists_the_plugin_metric(kit: PluginKit) -> None:
+    plugin = kit.registry.metrics["users_served"].plugin
+    assert plugin
+    text = reference.metrics_markdown(declared(kit.registry))
+    rows = [r for r in text.splitlines() if r.startswith("| `users_served` |")]
+    assert rows == [f"| `users_served` | 1 | dimensionless | {USERS.meaning} | larger | "
+                    f"`{plugin}` |"]  # fmt: skip
+
+
+def test_a_wrong_dimension_is_refused(stepwall_plugin: PluginKit) -> None:
+    class Wrong:
+        @hookimpl
+        def stepwall_metrics(self) -> list[Metric]:
+            return [Metric("users_served", TIME, "s", "users", "wrong", expr=users_served)]
+
+    code, _, err = stepwall_plugin(Wrong()).cli("eval", SCENARIO, "--no-cache")
+    assert code != 0
+    assert "metric 'users_served' is dimensionless, declared s" in err
+
+
+def test_a_builtin_name_is_refused(stepwall_plugin: PluginKit) -> None:
+    class Clash:
+        @hookimpl
+        def stepwall_metrics(self) -> list[Metric]:
+            return [Metric("gpus", DIMENSIONLESS, "", "GPUs", "again", expr=users_served)]
+
+    code, _, err = stepwall_plugin(Clash()).cli("eval", SCENARIO, "--no-cache")
+    assert code != 0 and "metric 'gpus' is a built-in metric" in err
