@@ -72,6 +72,7 @@ ENTRY_HOOKS = {
     "blocks": ("stepwall_report_blocks", "report block"),
     "formats": ("stepwall_formats", "output format"),
     "primitives": ("stepwall_primitives", "primitive"),
+    "commands": ("stepwall_commands", "command"),
 }
 
 
@@ -134,6 +135,10 @@ class Registry:
     @property
     def primitives(self) -> dict[str, Any]:
         return self._gather("primitives")
+
+    @property
+    def commands(self) -> dict[str, Any]:
+        return self._gather("commands")
 
     def _gather(self, attr: str) -> dict[str, Any]:
         if attr not in self._entries:
