@@ -48,7 +48,9 @@ HELLO = Command("hello", "greet someone", "stepwall hello world --times 2", _hel
                 _hello_run)  # fmt: skip
 
 
-def test_a_plugin_command_is_listed_and_runs_with_its_own_arguments(stepwall_plugin) -> None:
+def test_a_plugin_command_is_listed_and_runs_with_its_own_arguments(
+    stepwall_plugin: PluginKit,
+) -> None:
     kit: PluginKit = stepwall_plugin(_plugin("hello_plugin", HELLO))
     code, out, _ = kit.cli("--help")
     assert code == 0
@@ -63,7 +65,7 @@ def test_a_plugin_command_is_listed_and_runs_with_its_own_arguments(stepwall_plu
     assert err.startswith("stepwall: error: argument --times: invalid int value: 'x'")
 
 
-def test_a_plugin_command_named_like_a_built_in_is_refused(stepwall_plugin) -> None:
+def test_a_plugin_command_named_like_a_built_in_is_refused(stepwall_plugin: PluginKit) -> None:
     clash = Command("eval", "not the real eval", "stepwall eval", _hello_setup, _hello_run)
     kit: PluginKit = stepwall_plugin(_plugin("clashing_plugin", clash))
     code, out, err = kit.cli("eval", SCENARIO)
@@ -71,7 +73,7 @@ def test_a_plugin_command_named_like_a_built_in_is_refused(stepwall_plugin) -> N
     assert err == "stepwall: error: plugin clashing_plugin: command 'eval' is a built-in command\n"
 
 
-def test_a_failing_plugin_command_is_blamed_on_its_plugin(stepwall_plugin) -> None:
+def test_a_failing_plugin_command_is_blamed_on_its_plugin(stepwall_plugin: PluginKit) -> None:
     def broken(ns: Any, registry: Any) -> int:
         raise ZeroDivisionError("no")
 

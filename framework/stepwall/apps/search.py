@@ -1367,6 +1367,7 @@ def progress_bar(quiet: bool = False) -> Callable[[int, int], None]:
 
 # ---------------------------------------------------------------- command line
 
+
 @attrs.frozen
 class SearchOptions:
     """What ``stepwall search`` was asked (its options, as parsed: texts still to be read)."""
@@ -1462,7 +1463,7 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
     same = target is not None and plot_target is not None and (
         Path(str(target)).resolve() == Path(str(plot_target)).resolve())  # fmt: skip
     if same:
-        raise SpecError("--plot", ns.plot, "is the -o file too", "another file for the chart")
+        raise SpecError("--plot", str(ns.plot), "is the -o file too", "another file for the chart")
     plan = plan_search(
         ns.model,
         hardware,
