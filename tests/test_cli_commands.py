@@ -63,6 +63,10 @@ def test_a_plugin_command_is_listed_and_runs_with_its_own_arguments(
     code, out, err = kit.cli("hello", "world", "--times", "x")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("stepwall: error: argument --times: invalid int value: 'x'")
+    code, out, _ = kit.cli("plugins")
+    assert (
+        code == 0 and "  (imported in 0 ms)\n  commands: hello\n  hooks: stepwall_commands\n" in out
+    )
 
 
 def test_a_plugin_command_named_like_a_built_in_is_refused(stepwall_plugin: PluginKit) -> None:

@@ -27,7 +27,7 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
         print(f"{r['name']} {r['version']}{took}")
         if r["kinds"]:
             print(f"  kinds: {', '.join(r['kinds'])}")
-        for what in ("analyses", "blocks", "formats"):
+        for what in ("analyses", "blocks", "formats", "commands"):
             if r.get(what):
                 print(f"  {what}: {', '.join(r[what])}")
         print(f"  hooks: {', '.join(r['hooks'])}")
