@@ -4,6 +4,7 @@ a scenario from a catalog entry by data, not by its message."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import types
@@ -64,9 +65,8 @@ def test_a_plugin_command_is_listed_and_runs_with_its_own_arguments(
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("stepwall: error: argument --times: invalid int value: 'x'")
     code, out, _ = kit.cli("plugins")
-    assert (
-        code == 0 and "  (imported in 0 ms)\n  commands: hello\n  hooks: stepwall_commands\n" in out
-    )
+    assert code == 0
+    assert re.search(r"\nhello_plugin \S+  \(imported in 0 ms\)\n  commands: hello\n", out)
 
 
 def test_a_plugin_command_named_like_a_built_in_is_refused(stepwall_plugin: PluginKit) -> None:
