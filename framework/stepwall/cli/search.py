@@ -57,7 +57,8 @@ constraint and the "ranking" of the options.
 
 
 def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
-    """The arguments of ``stepwall search``."""
+    """The arguments of ``stepwall search``. Long but flat: one ``add_argument`` per option,
+    in the order ``--help`` lists them, no branches; splitting it would only scatter them."""
     p.description = DESCRIPTION
     p.epilog = EPILOG_SEARCH
     p.formatter_class = argparse.RawDescriptionHelpFormatter
