@@ -518,7 +518,7 @@ def test_interrupt_is_one_line(monkeypatch, capsys) -> None:
     def boom(ns, registry):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(cli.COMMANDS, "eval", (boom, *cli.COMMANDS["eval"][1:]))
+    monkeypatch.setattr(cli.command_module("eval"), "run", boom)
     assert main(["eval", BASE, "--no-cache"]) == 130  # not answered by the point cache
     assert capsys.readouterr().err == "stepwall: interrupted\n"
 

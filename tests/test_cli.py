@@ -213,8 +213,7 @@ def test_internal_error_exits_1_without_traceback(monkeypatch, capsys) -> None:
         raise RuntimeError("boom")
 
     name = "expr"
-    _fn, *rest = cli.COMMANDS[name]
-    monkeypatch.setitem(cli.COMMANDS, name, (broken, *rest))
+    monkeypatch.setattr(cli.command_module(name), "run", broken)
     monkeypatch.delenv("STEPWALL_DEBUG", raising=False)
     assert main([name, SCENARIO]) == 1
     err = capsys.readouterr().err

@@ -1178,7 +1178,21 @@ def _short(name: str, section: str) -> str:
 # ---------------------------------------------------------------- the command
 
 
-def run_cli(ns: Any, registry: Any, warn: Callable[[Sequence[str]], None]) -> int:
+@attrs.frozen
+class CalibrateOptions:
+    """What ``stepwall calibrate`` was asked (its options, as parsed)."""
+
+    spec: list[str] = attrs.Factory(list)
+    data: list[str] = attrs.Factory(list)
+    output: str | None = None
+    fit: list[str] = attrs.Factory(list)
+    plot: str | None = None
+    json: bool = False
+    check: bool = False
+    primitives: bool = False
+
+
+def run_cli(ns: CalibrateOptions, registry: Any, warn: Callable[[Sequence[str]], None]) -> int:
     """``stepwall calibrate``: fit (and write), ``--check`` or ``--primitives``."""
 
     if ns.primitives:

@@ -123,3 +123,17 @@ class BlockKind:
                 "prepare",
                 lambda report, given, at: structured(report, self.options, given, at),
             )
+
+
+@attrs.frozen
+class Command:
+    """A ``stepwall NAME`` command a plugin adds: ``setup(parser, registry)`` declares its
+    arguments on an argparse parser, ``run(namespace, registry)`` does the work and returns
+    the exit code. ``help`` is its line in ``stepwall --help``; ``example`` one command line."""
+
+    name: str
+    help: str
+    example: str
+    setup: Callable[[Any, Any], None]
+    run: Callable[[Any, Any], int]
+    plugin: str = ""

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         Term,
         Workload,
     )
-    from stepwall.plugin.entries import Analysis, BlockKind, Format, Metric
+    from stepwall.plugin.entries import Analysis, BlockKind, Command, Format, Metric
 
 ENTRY_POINT_GROUP = "stepwall"  # installed plugins declare [project.entry-points.stepwall]
 DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"  # set: installed plugins are not loaded
@@ -172,3 +172,11 @@ def stepwall_formats() -> list[Format]:
     """Declare output formats (``--format NAME``, ``-o FILE.SUFFIX``): each a
     `stepwall.plugin.entries.Format` with its suffixes and writers. Called once when the registry is
     built. Not firstresult."""
+
+
+@hookspec
+def stepwall_commands() -> list[Command]:
+    """Declare command-line commands (``stepwall NAME``): each a
+    `stepwall.plugin.entries.Command` with its arguments' setup and its run. Called once when
+    the command line is built; a name that is a built-in command's is refused. Not
+    firstresult."""

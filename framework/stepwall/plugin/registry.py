@@ -73,6 +73,7 @@ ENTRY_HOOKS = {
     "formats": ("stepwall_formats", "output format"),
     "primitives": ("stepwall_primitives", "primitive"),
     "metrics": ("stepwall_metrics", "metric"),
+    "commands": ("stepwall_commands", "command"),
 }
 
 
@@ -140,6 +141,11 @@ class Registry:
     def metrics(self) -> dict[str, Any]:
         """The metrics plugins declared (``stepwall_metrics``), by name."""
         return self._gather("metrics")
+
+    @property
+    def commands(self) -> dict[str, Any]:
+        """The commands plugins added (``stepwall_commands``), by name."""
+        return self._gather("commands")
 
     def _gather(self, attr: str) -> dict[str, Any]:
         if attr not in self._entries:

@@ -458,21 +458,36 @@ def entry_section(path: Path, kinds: Kinds, folder: str = "scenarios") -> str | 
     return None
 
 
-def check_file(ref: str | Path, kinds: Kinds) -> str:
-    """Validate a scenario or a catalog entry; return a one-line confirmation."""
+@attrs.frozen
+class Checked:
+    """A spec file validated by `check_spec`: where it is, the catalog section it is an entry
+    of (None for a scenario) and the one-line confirmation."""
+
+    path: Path
+    section: str | None
+    message: str
+
+
+def check_spec(ref: str | Path, kinds: Kinds) -> Checked:
+    """Validate a scenario or a catalog entry."""
     path = Path(str(ref))
     if not path.is_file():
         path = find_spec_file(str(ref), "scenarios", where="check", key="")
     section = entry_section(path, kinds)
     if section is None:
         scenario = load_scenario(path, kinds)
-        return f"ok: {path} is a valid scenario ({scenario.name})"
+        return Checked(path, None, f"ok: {path} is a valid scenario ({scenario.name})")
     flat = load_flat(path, CATALOG_DIRS[section], ())
     prefixed = {f"{section}.{k}": v for k, v in flat.items() if k not in ("name", "description")}
     subsections = [s for s in _sections(kinds) if s == section or s.startswith(section + ".")]
     required = tuple(s for s in REQUIRED_SECTIONS if s in subsections)
     _structure_all(prefixed, subsections, kinds, str(path), {}, required, {})
-    return f"ok: {path} is a valid {section} entry"
+    return Checked(path, section, f"ok: {path} is a valid {section} entry")
+
+
+def check_file(ref: str | Path, kinds: Kinds) -> str:
+    """Validate a scenario or a catalog entry; return a one-line confirmation."""
+    return check_spec(ref, kinds).message
 
 
 def check_range(

@@ -209,9 +209,8 @@ def plot_tornado(
         ax.barh(yi, at_high - nominal, left=nominal, height=0.6, color=_COLORS[1])
     ax.set_yticks(y, [b[0] for b in bars], fontsize=8)
     ax.axvline(nominal, color="#444444", linewidth=0.9)
-    from matplotlib.patches import (
-        Patch,
-    )  # matplotlib (~0.5 s to import) only when a figure is drawn
+    # matplotlib (~0.5 s to import) only when a figure is drawn
+    from matplotlib.patches import Patch
 
     handles = [Patch(color=_COLORS[0], label="input at its low end"),
                Patch(color=_COLORS[1], label="input at its high end")]  # fmt: skip

@@ -1,0 +1,229 @@
+"""``stepwall search``: the Pareto frontier of serving layouts on one or more hardware options
+(the work is `stepwall.apps.search`; this module is its command line)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+import attrs
+
+from stepwall.apps.search import CHUNK, SearchOptions, run_cli
+from stepwall.core.progress import quiet_argument
+
+if TYPE_CHECKING:
+    from stepwall.plugin.registry import Registry
+
+DESCRIPTION = """\
+Search a model's serving configurations on one or more hardware options and print the Pareto
+frontier of tokens/s per GPU against tokens/s per user, the best configuration at each
+interactivity target and what binds it.
+
+The space, per hardware option (a GPU spec with its cluster) and decoding kind:
+  layouts   every tp × ep × dp = N for each N of --gpus (tp within one scale-up domain;
+            ep spreads experts and runs attention data-parallel across it; dp replicas)
+  batch     users per attention rank (--batch); a replica serves C = batch × ep users
+  --vary    any other numeric spec key (e.g. hardware.hbm_bandwidth=7TB/s,8TB/s)
+Each hardware × decoding kind compiles the model once and evaluates the space through it,
+vectorized, in chunks (bounded memory); --dask spreads the chunks over processes or a
+cluster with identical results. Every point reported satisfies every constraint of the
+model (memory, divisibility, cluster size) and every --where/--ttft filter, and comes with
+the `stepwall eval` command that reproduces it.
+
+Energy and cost metrics (joules_per_token, tokens_per_s_per_mw, usd_per_million_tokens)
+come from hardware.board_power and the cluster's pue and price_per_gpu_hour; where a spec
+does not state them they are unknown (null), never guessed."""
+
+EPILOG_SEARCH = """\
+examples:
+  stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8,16
+  stepwall search deepseek-r1-fp4 --hardware b200,gb200 --cluster hgx-b200-ib,gb200-nvl72 \\
+      --gpus 8..72:8 --engine trtllm --at "tokens_per_s_per_user>=50" --ttft "<=2s"
+  stepwall search deepseek-v3-fp8 --hardware h100,h200 --cluster hgx-h100-ib,hgx-h200-ib \\
+      --objective usd_per_million_tokens --at "tokens_per_s_per_user>=20" --json
+  stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8..72:8 \\
+      --batch 1..4096 --dask --workers 2 -o frontier.csv --plot frontier.svg
+
+--gpus, --batch and --vary take lists (8,16,72) or ranges as in `stepwall sweep`:
+8..72:8 (step), 1..4096:x2 (factor), 1..4096:40log (points).
+--at and --where take METRIC>=VALUE or METRIC<=VALUE with units (ttft_s<=500ms).
+A space beyond the limits (points, values on one axis, GPUs) is refused up front, in one
+line that gives the limit; progress goes to stderr, never stdout (--quiet: none).
+-o FILE writes by suffix: .json (the document), .csv/.md/.parquet (the frontier), .svg (the
+chart). The JSON document's "frontier" lists points with every metric by name, "config" and
+"command"; "targets" gives the best point per option at each --at target, its "binding"
+constraint and the "ranking" of the options.
+"""
+
+
+def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    """The arguments of ``stepwall search``. Long but flat: one ``add_argument`` per option,
+    in the order ``--help`` lists them, no branches; splitting it would only scatter them."""
+    p.description = DESCRIPTION
+    p.epilog = EPILOG_SEARCH
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("model", metavar="MODEL", help="a model spec: catalog name or .toml path")
+    p.add_argument(
+        "--hardware",
+        required=True,
+        metavar="H[,H2,…]",
+        help="GPU specs to compare, comma-separated (catalog names or paths)",
+    )
+    p.add_argument(
+        "--cluster",
+        required=True,
+        metavar="C[,C2,…]",
+        help="the cluster of each hardware, in the same order (or one for all)",
+    )
+    p.add_argument(
+        "--gpus",
+        default=None,
+        metavar="N[,N2,…]|LO..HI:STEP",
+        help="deployment sizes in GPUs (default: the cluster's size); the cluster "
+        "grows to N GPUs (cluster.nodes) where it has fewer",
+    )
+    p.add_argument(
+        "--engine",
+        default=None,
+        metavar="E",
+        help="engine profile (catalog name, e.g. trtllm; default: the plugin's)",
+    )
+    p.add_argument(
+        "--workload",
+        default="serving",
+        choices=("serving", "decode"),
+        help="serving: aggregated, in-flight batching (default); decode: a decode "
+        "pool at context ISL + OSL/2",
+    )
+    p.add_argument("--isl", type=int, default=1024, help="prompt tokens per request (1024)")
+    p.add_argument("--osl", type=int, default=1024, help="output tokens per request (1024)")
+    p.add_argument(
+        "--decoding",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="decoding kinds to search (repeatable or comma-separated; default "
+        "autoregressive); their settings come from --set/--vary decoding.KEY",
+    )
+    p.add_argument(
+        "--batch",
+        default=None,
+        metavar="B[,…]|LO..HI:BY",
+        help="users per attention rank (default 1,2,3,4,6,…,1536,2048)",
+    )
+    p.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY=VALUES",
+        help="another numeric axis, as in stepwall sweep (repeatable)",
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec value in every variant (repeatable)",
+    )
+    p.add_argument(
+        "--x",
+        default="tokens_per_s_per_user",
+        metavar="METRIC",
+        help="the frontier's x axis (default tokens_per_s_per_user)",
+    )
+    p.add_argument(
+        "--y",
+        default="tokens_per_s_per_gpu",
+        metavar="METRIC",
+        help="the frontier's y axis (default tokens_per_s_per_gpu)",
+    )
+    p.add_argument(
+        "--objective",
+        default="tokens_per_s_per_gpu",
+        metavar="METRIC",
+        help="what the best configuration at a target maximises (minimises for "
+        "times, joules and USD; default tokens_per_s_per_gpu)",
+    )
+    p.add_argument(
+        "--at",
+        action="append",
+        default=[],
+        metavar="COND",
+        help='an interactivity target, e.g. "tokens_per_s_per_user>=50" (repeatable)',
+    )
+    p.add_argument(
+        "--ttft",
+        default="",
+        metavar="COND",
+        help='a time-to-first-token limit, e.g. "<=2s" (same as --where ttft_s<=2s)',
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="a filter every reported point passes, e.g. request_s<=60s",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "csv", "markdown"),
+        default=None,
+        help="stdout format (default text)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_const",
+        const="json",
+        dest="format",
+        help="the same as --format json: one JSON document",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (.json .csv .md .parquet .svg)"
+    )
+    p.add_argument("--plot", metavar="FILE.svg", help="also write the frontiers' chart")
+    p.add_argument(
+        "--spread",
+        type=float,
+        default=0.1,
+        metavar="F",
+        help="with --at: rank the options again with every hardware efficiency ×(1−F) and "
+        "×(1+F) (a spec range's ends where it gives one; default 0.1; 0 skips it)",
+    )
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=CHUNK,
+        metavar="N",
+        help=f"points per vectorized call (default {CHUNK:,}; memory grows with it)",
+    )
+    p.add_argument(
+        "--dask",
+        action="store_true",
+        help="evaluate chunks on dask.distributed (a LocalCluster of processes unless --scheduler)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default="",
+        metavar="ADDRESS",
+        help="a running dask scheduler, e.g. tcp://10.0.0.1:8786 (implies --dask)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="LocalCluster worker processes, at least 1 (default: the CPUs)",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile the models afresh instead of loading them from the cache",
+    )
+    quiet_argument(p)
+
+
+def run(ns: argparse.Namespace, registry: Registry) -> int:
+    """Search with the parsed options."""
+    options = SearchOptions(**{f.name: getattr(ns, f.name) for f in attrs.fields(SearchOptions)})
+    return run_cli(options, registry)
