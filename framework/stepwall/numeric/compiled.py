@@ -17,7 +17,6 @@ are safe; ``STEPWALL_NO_CACHE=1`` or ``--no-cache`` turns the cache off.
 from __future__ import annotations
 
 import base64
-import contextlib
 import ctypes
 import importlib.metadata
 import importlib.util
@@ -26,7 +25,6 @@ import marshal
 import math
 import os
 import sys
-import tempfile
 import types
 import zlib
 from collections import defaultdict
@@ -37,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from stepwall.core.errors import SpecError, env_flag, shown_path
+from stepwall.numeric.files import atomic_write, json_text
 from stepwall.numeric.namespace import FUNCTION, function_globals
 from stepwall.plugin.hookspecs import DISABLE_ENV, ENTRY_POINT_GROUP
 
@@ -388,23 +387,9 @@ class ModelCache:
             entries.append(
                 {"format": FORMAT, "shape": shape, "reads": dict(reads), "model": model.to_json()}
             )
-            write_json(path, entries)
+            atomic_write(path, json_text(entries))
         except OSError:
             return  # a cache that cannot be written is only slower
-
-
-def write_json(path: Path, doc: Any) -> None:
-    """``doc`` as JSON at ``path``, atomically (a temporary file renamed into place), so
-    concurrent writers and readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def cache_file(prefix: str, key: str) -> Path | None:
