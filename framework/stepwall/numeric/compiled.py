@@ -192,7 +192,6 @@ class CompiledModel:
             return self._results(self._scalar(args), scalar=True)
         import numpy as np  # numpy on first use (a cached eval runs without it)
 
-        keep_freed_memory()
         with np.errstate(all="ignore"):  # numpy's float64 for every argument: x/0 is inf
             out = self.function()(*(np.asarray(a, dtype=np.float64) for a in args))
         return self._results(out, scalar=False)
@@ -290,12 +289,13 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (mallo
 
 def keep_freed_memory() -> None:
     """Have glibc keep the memory numpy frees, for the next vectorized call (once per
-    process; a no-op elsewhere). Each call of a compiled model allocates a few hundred
-    arrays of the chunk's size and frees them; by default glibc serves blocks that large
-    with fresh mappings and returns freed memory at the heap's top to the kernel, so every
-    call faults its memory in again, page by page: about 70% of a 65,536-point call's time
-    (benchmarks/bench_search.py). Blocks up to 32 MiB now come from the heap, and up to
-    128 MiB of free heap is kept."""
+    process; a no-op elsewhere): a process-wide setting, so only a program that evaluates
+    many points calls it (the CLI, a search's workers), never the library on its own. Each
+    call of a compiled model allocates a few hundred arrays of the chunk's size and frees
+    them; by default glibc serves blocks that large with fresh mappings and returns freed
+    memory at the heap's top to the kernel, so every call faults its memory in again, page
+    by page: about 70% of a 65,536-point call's time (benchmarks/bench_search.py). Blocks
+    up to 32 MiB then come from the heap, and up to 128 MiB of free heap is kept."""
     if _ALLOCATOR:
         return
     _ALLOCATOR.append(True)
