@@ -8,6 +8,7 @@ import pytest
 import sympy as sp
 
 from stepwall.core.errors import DimensionError, SpecError
+from stepwall.core.options import option, structure_options
 from stepwall.core.terms import Collective, Constraint, Op, Term
 from stepwall.plugin.entries import BlockKind
 
@@ -71,3 +72,32 @@ def test_a_block_kind_prepares_with_its_options_by_default() -> None:
     assert default.prepare(_Report(), {"top": 5}, "blocks[0].") == _Options(top=5)
     with pytest.raises(SpecError, match=r"report.toml:blocks\[0\].tpo: unknown option"):
         default.prepare(_Report(), {"tpo": 5}, "blocks[0].")
+
+
+@attrs.frozen
+class _Inner:
+    eps: float = option("a tolerance", default=0.1)
+
+
+@attrs.frozen
+class _Typed:
+    top: int = option("how many", default=3)
+    sizes: list[int] = option("sizes", default=attrs.Factory(list))
+    inner: _Inner = option("inner options", default=attrs.Factory(_Inner))
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"top": "x"}, "r.toml:b.top: 'x' is not a whole number (expected how many)"),
+        ({"sizes": [1, "a"]}, "r.toml:b.sizes: 'a' is not a whole number (expected sizes)"),
+        ({"inner": {"eps": "x"}}, "r.toml:b.inner.eps: 'x' is not a number"),
+    ],
+)
+def test_option_errors_name_the_option_from_cattrs_notes(
+    given: dict[str, object], message: str
+) -> None:
+    """The failing option's name comes from cattrs' structured notes, nested ones joined."""
+    with pytest.raises(SpecError) as e:
+        structure_options(_Typed, given, "r.toml", "b.")
+    assert str(e.value) == message
