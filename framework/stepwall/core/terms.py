@@ -22,8 +22,9 @@ _NOT_FINITE = (sp.nan, sp.zoo, sp.oo, -sp.oo)
 
 def _check(expr: sp.Basic, want: Dim, *, what: str, name: str, plugin: str) -> None:
     """Refuse ``expr`` unless it is a finite sympy expression of dimension ``want`` (an
-    exact zero has every dimension: "no time")."""
-    if not isinstance(expr, sp.Basic | int | float):
+    exact zero has every dimension: "no time"). A Python number was made sympy's by the
+    field's converter (`_sympified`)."""
+    if not isinstance(expr, sp.Basic):
         raise DimensionError(
             f"{what} must be a sympy expression, not {type(expr).__name__}",
             term=name,
