@@ -37,6 +37,8 @@ import time
 
 import numpy as np
 
+from stepwall.numeric.compiled import keep_freed_memory
+
 K26 = "k26-b300-tp8-ddtree"
 AIC = 150.0  # configurations per second (aiconfigurator: ~900 configurations in ~6 s)
 SEARCH = ["deepseek-v3-fp8", "--hardware", "h200,b200", "--cluster", "hgx-h200-ib,hgx-b200-ib",
@@ -143,6 +145,7 @@ def big() -> tuple[int, float, float]:
 
 
 def main() -> int:
+    keep_freed_memory()  # as the CLI does: the allocator setting for many vectorized calls
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--big", action="store_true", help="also the 10^8-point search (minutes)")
     p.add_argument("--chunk", type=int, default=65_536, help="points per call (65536)")

@@ -353,7 +353,7 @@ ARGV_CASES: list[tuple[str, list[str], int | None, str]] = [
         "sweep-vary-range-units",
         ["sweep", BASE, "--vary", "hardware.hbm_bandwidth=1..2TB"],
         REFUSE,
-        "dimension",
+        "'1TB' is a B quantity, not B/s",  # 1..2TB is 1TB..2TB, as in a range
     ),
     (
         "sweep-metric",

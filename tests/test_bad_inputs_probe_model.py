@@ -441,9 +441,16 @@ CASES: list[tuple[str, list[str], int | None, str]] = [
     ),
     (
         "vary-ends-units",
-        ["sweep", BASE, "--vary", "hardware.hbm_bandwidth=7..9TB/s"],
+        ["sweep", BASE, "--vary", "hardware.hbm_bandwidth=7TB..9TB/s"],
         REFUSE,
         "ends of different dimensions",
+    ),
+    # an end without a unit takes the other's, as in a range ("7..9 TB/s")
+    (
+        "vary-end-unit-shared",
+        ["sweep", BASE, "--vary", "hardware.hbm_bandwidth=7..9TB/s", "-q"],
+        0,
+        "",
     ),
     # tornado --spread that moves nothing said "the scenario has no ranged values"
     (

@@ -434,7 +434,18 @@ def exact(model: StepModel, metric: str, sym: sp.Symbol, x: Any) -> Any:
 
 def no_answer(kind: str, model: StepModel, key: str, why: str) -> Derivation:
     """A derivation with no answer, and why (e.g. no feasible value)."""
-    return Derivation(kind, key, None, None, "none", "", why, "numeric", why, model.scenario.label)
+    return Derivation(
+        kind=kind,
+        key=key,
+        value=None,
+        feasible_value=None,
+        closed_form="none",
+        latex="",
+        definition=why,
+        method="numeric",
+        note=why,
+        scenario=model.scenario.label,
+    )
 
 
 def minimize_sense(metric: str) -> bool:

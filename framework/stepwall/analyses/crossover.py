@@ -109,7 +109,17 @@ def crossover(
     if r1.empty or r2.empty:  # one side holds nowhere along the axis: nothing to compare
         why = f"no feasible {key}: {n1}: {r1.describe(key)}; {n2}: {r2.describe(key)}"
         return Derivation(
-            "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
+            kind="crossover",
+            key=key,
+            value=None,
+            feasible_value=None,
+            closed_form="none",
+            latex="",
+            definition=definition,
+            method="numeric",
+            note=why,
+            scenario=n1,
+            details=details,
         )
     if not roots and dropped:
         why = (
@@ -118,12 +128,32 @@ def crossover(
             f"{n2}: {r2.describe(key)}"
         )
         return Derivation(
-            "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
+            kind="crossover",
+            key=key,
+            value=None,
+            feasible_value=None,
+            closed_form="none",
+            latex="",
+            definition=definition,
+            method="numeric",
+            note=why,
+            scenario=n1,
+            details=details,
         )
     if not roots and not np.any(dv):
         why = f"{metric} is the same for both over the whole range [{lo:g}, {hi:g}]: no crossing"
         return Derivation(
-            "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
+            kind="crossover",
+            key=key,
+            value=None,
+            feasible_value=None,
+            closed_form="none",
+            latex="",
+            definition=definition,
+            method="numeric",
+            note=why,
+            scenario=n1,
+            details=details,
         )
     if not roots:
         lead = n1 if dv[len(dv) // 2] > 0 else n2
@@ -136,7 +166,17 @@ def crossover(
             "the sign of the difference never changes, so there is no crossover"
         )
         return Derivation(
-            "crossover", key, None, None, "none", "", definition, "numeric", why, n1, details
+            kind="crossover",
+            key=key,
+            value=None,
+            feasible_value=None,
+            closed_form="none",
+            latex="",
+            definition=definition,
+            method="numeric",
+            note=why,
+            scenario=n1,
+            details=details,
         )
     r = roots[0]
     eq = crossing_equation(model, other, sym, e1, e2, r, metric)
@@ -163,8 +203,9 @@ def crossover(
     if feas is not None and not (r1.contains(feas / scale1) and r2.contains(feas / scale2)):
         feas = None
     return Derivation(
-        "crossover", key, r, feas, closed, latex, definition, method, note, n1, details,
-        srepr, form, regime, eq,
+        kind="crossover", key=key, value=r, feasible_value=feas, closed_form=closed,
+        latex=latex, definition=definition, method=method, note=note, scenario=n1,
+        details=details, srepr=srepr, form=form, regime=regime, equation=eq,
     )  # fmt: skip
 
 

@@ -65,17 +65,17 @@ def elasticity(
         dim = p.dim
         out.append(
             Derivation(
-                "elasticity",
-                p.name,
-                e_val,
-                None,
-                closed if len(closed) < 4000 else closed[:4000] + " ...",
-                "",
-                definition,
-                "symbolic",
-                "",
-                model.scenario.label,
-                {
+                kind="elasticity",
+                key=p.name,
+                value=e_val,
+                feasible_value=None,
+                closed_form=closed if len(closed) < 4000 else closed[:4000] + " ...",
+                latex="",
+                definition=definition,
+                method="symbolic",
+                note="",
+                scenario=model.scenario.label,
+                details={
                     "metric": metric,
                     "metric_value": f0,
                     "dimension": str(dim),

@@ -90,37 +90,37 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
         )
         out.append(
             Derivation(
-                "regime",
-                key,
-                r,
-                feasible(model, sym, r, region)[0],
-                closed,
-                latex,
-                definition,
-                method,
-                note,
-                model.scenario.label,
-                {**details_common, "from": names[a], "to": names[b]},
-                srepr,
-                form,
-                approx,
-                eq,
+                kind="regime",
+                key=key,
+                value=r,
+                feasible_value=feasible(model, sym, r, region)[0],
+                closed_form=closed,
+                latex=latex,
+                definition=definition,
+                method=method,
+                note=note,
+                scenario=model.scenario.label,
+                details={**details_common, "from": names[a], "to": names[b]},
+                srepr=srepr,
+                form=form,
+                regime=approx,
+                equation=eq,
             )
         )
     if not out:
         out.append(
             Derivation(
-                "regime",
-                key,
-                None,
-                None,
-                "none",
-                "",
-                definition,
-                "numeric",
-                f"{names[dom[0]]} dominates over the whole range [{lo:g}, {hi:g}]",
-                model.scenario.label,
-                {**details_common, "from": names[dom[0]], "to": None},
+                kind="regime",
+                key=key,
+                value=None,
+                feasible_value=None,
+                closed_form="none",
+                latex="",
+                definition=definition,
+                method="numeric",
+                note=f"{names[dom[0]]} dominates over the whole range [{lo:g}, {hi:g}]",
+                scenario=model.scenario.label,
+                details={**details_common, "from": names[dom[0]], "to": None},
             )
         )
     return out

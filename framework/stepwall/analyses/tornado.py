@@ -98,14 +98,15 @@ def tornado(
         estimate = abs(elasticity) * width * abs(f0)
         swing = b.high - b.low
         out.append(Derivation(
-            "tornado", r.path, swing, None, "", "", definition, b.method, b.how,
-            model.scenario.label,
-            {"metric": metric, "metric_value": f0, "nominal": r.nominal, "low": r.low,
-             "high": r.high, "unit": r.unit, "file": r.file,
-             "value_at_low": float(ys[0]), "value_at_high": float(ys[1]),
-             "min": b.low, "max": b.high, "at_min": b.at_low[r.path],
-             "at_max": b.at_high[r.path], "elasticity": float(elasticity),
-             "first_order": float(estimate)},
+            kind="tornado", key=r.path, value=swing, feasible_value=None, closed_form="",
+            latex="", definition=definition, method=b.method, note=b.how,
+            scenario=model.scenario.label,
+            details={"metric": metric, "metric_value": f0, "nominal": r.nominal, "low": r.low,
+                     "high": r.high, "unit": r.unit, "file": r.file,
+                     "value_at_low": float(ys[0]), "value_at_high": float(ys[1]),
+                     "min": b.low, "max": b.high, "at_min": b.at_low[r.path],
+                     "at_max": b.at_high[r.path], "elasticity": float(elasticity),
+                     "first_order": float(estimate)},
         ))  # fmt: skip
     out.sort(key=lambda d: (-round(d.value or 0.0, 12), d.key))
     return out

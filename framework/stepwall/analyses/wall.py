@@ -157,17 +157,17 @@ def wall(
         if not math.isfinite(t_inf) or t_inf <= 0:
             t_inf_s = "t(∞) is not finite on this branch"
             return Derivation(
-                "wall",
-                key,
-                None,
-                None,
-                "",
-                "",
-                definition,
-                "numeric",
-                f"no wall: {t_inf_s}",
-                model.scenario.label,
-                details,
+                kind="wall",
+                key=key,
+                value=None,
+                feasible_value=None,
+                closed_form="",
+                latex="",
+                definition=definition,
+                method="numeric",
+                note=f"no wall: {t_inf_s}",
+                scenario=model.scenario.label,
+                details=details,
             )
 
         def g(n: float) -> float:
@@ -205,17 +205,17 @@ def wall(
             details["marginal_wall"] = A * (1 - eps) / (2 * eps * B)
             details["marginal_definition"] = "smallest N where doubling N gains < ε"
     return Derivation(
-        "wall",
-        key,
-        value,
-        feas,
-        closed,
-        latex,
-        definition,
-        method,
-        note,
-        model.scenario.label,
-        details,
+        kind="wall",
+        key=key,
+        value=value,
+        feasible_value=feas,
+        closed_form=closed,
+        latex=latex,
+        definition=definition,
+        method=method,
+        note=note,
+        scenario=model.scenario.label,
+        details=details,
         srepr=srepr,
         equation=wall_equation(model, metric_expr(model, metric), sym, x0, eps),
     )

@@ -61,7 +61,7 @@ from stepwall.io.formats import Column, Table, write_json
 from stepwall.model.compose import compile_scenario
 from stepwall.model.economics import NEEDS
 from stepwall.model.metrics import METRIC_UNITS, METRICS, MINIMIZE, OPTIONAL_METRICS
-from stepwall.numeric.compiled import CompiledModel
+from stepwall.numeric.compiled import CompiledModel, keep_freed_memory
 from stepwall.plugin import registry as registries
 from stepwall.spec.loader import INLINE
 from stepwall.spec.validation import load_scenario
@@ -631,6 +631,7 @@ def run_chunk(
     """Evaluate points [start, stop) of one variant; return the chunk's Pareto frontier
     (global ids and axis values), its best point per target, and counts. A pure function of
     its arguments (run in a worker process by ``--dask``)."""
+    keep_freed_memory()  # a worker of a search: many vectorized calls (once per process)
     numeric = _model_of(payload)
     idx = np.arange(start, stop, dtype=np.int64)
     failed: dict[str, int] = {}

@@ -20,7 +20,6 @@ log- or evenly-spaced points; whole numbers for integer keys), with units:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,13 +29,14 @@ import numpy as np
 
 from stepwall.core.errors import SpecError, UnitError, did_you_mean, first_repeat
 from stepwall.core.scenario import Scenario
-from stepwall.core.units import parse_quantity, parse_unit, split_quantity
+from stepwall.core.units import parse_quantity
 from stepwall.io.formats import Column, Table
 from stepwall.model.compose import compile_scenario
 from stepwall.model.metrics import METRIC_UNITS, METRICS
 from stepwall.numeric.compiled import CompiledModel
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
+from stepwall.spec import grammar
 from stepwall.spec.loader import parse_set
 from stepwall.spec.validation import check_magnitude, load_scenario
 
@@ -145,60 +145,11 @@ def check_points(n: float, where: str, narrow: str) -> None:
                         why=f"limit {MAX_POINTS:.0e}; {narrow}")  # fmt: skip
 
 
-_BY = re.compile(r"^(?:x(?P<factor>.+)|(?P<n>.*?)(?P<kind>log|lin)|(?P<step>.+))$")
-
-
 def parse_span(key: str, text: str, flag: str = "--vary") -> Span:
-    """``1..256``, ``8..72:8``, ``1..256:x2``, ``1..4096:20log``, ``7TB/s..9TB/s:0.5TB/s``;
-    errors name ``flag`` (the argument) and ``key=text`` (or the text, without a key)."""
+    """A `Span` from its text (`stepwall.spec.grammar.parse_span`); errors name ``flag``
+    (the argument) and ``key=text`` (or the text, without a key)."""
     where = f"{key}={text}" if key else text
-    expect = "LO..HI, LO..HI:STEP, LO..HI:xFACTOR or LO..HI:Nlog / Nlin, e.g. 1..256:x2"
-    lo_text, _, rest = text.strip().partition("..")
-    hi_text, colon, by_text = rest.partition(":")
-    if colon and not by_text.strip():
-        raise SpecError(flag, where, "nothing follows ':'", expect)
-    try:
-        lo, unit = split_quantity(lo_text.strip())
-        hi, hi_unit = split_quantity(hi_text.strip())
-        scale, dim = parse_unit(unit)
-        hi_scale, hi_dim = parse_unit(hi_unit) if hi_unit else (scale, dim)
-    except UnitError as e:
-        raise SpecError(flag, where, str(e), expect) from None
-    if hi_dim != dim:
-        raise SpecError(flag, where, f"ends of different dimensions ({dim}, {hi_dim})",
-                        "both ends of the same quantity")  # fmt: skip
-    hi = hi * hi_scale / scale
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
-        raise SpecError(flag, where, "the range runs backwards or is not finite", "LO ≤ HI")
-    b = _BY.match(by_text.strip() or "1")
-    assert b is not None  # the last alternative matches anything
-    if b["factor"]:
-        try:
-            factor = float(b["factor"])
-        except ValueError:
-            raise SpecError(flag, where, f"cannot read factor {b['factor']!r}", expect) from None
-        if not factor > 1 or lo <= 0:
-            raise SpecError(flag, where, "a factor range needs LO > 0 and a factor > 1",
-                            "e.g. 1..256:x2")  # fmt: skip
-        return Span(where, lo, hi, unit, "factor", factor, flag)
-    if b["kind"]:
-        n = int(b["n"]) if b["n"].isdigit() else 0  # a count: digits only
-        if n < 2 or (b["kind"] == "log" and lo <= 0):
-            raise SpecError(flag, where, f"{by_text!r} needs at least 2 points, a whole number "
-                            "(and LO > 0 for log spacing)", "e.g. 1..4096:20log")  # fmt: skip
-        return Span(where, lo, hi, unit, b["kind"], n, flag)
-    try:
-        step, step_unit = split_quantity(b["step"].strip())
-        step_scale, step_dim = parse_unit(step_unit) if step_unit else (scale, dim)
-    except UnitError as e:
-        raise SpecError(flag, where, str(e), expect) from None
-    if step_dim != dim:
-        raise SpecError(flag, where, f"step {b['step']!r} is not of the range's dimension",
-                        f"a step like 1{unit}")  # fmt: skip
-    step = step * step_scale / scale
-    if not (math.isfinite(step) and step > 0):
-        raise SpecError(flag, where, "the step must be positive", expect)
-    return Span(where, lo, hi, unit, "step", step, flag)
+    return Span(where, *grammar.parse_span(text, flag, where), flag)
 
 
 def parse_vary(text: str) -> tuple[str, list[Any] | Span]:

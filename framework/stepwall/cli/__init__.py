@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from stepwall.cli.parser import Parser
 from stepwall.core.errors import PluginError, StepwallError
 from stepwall.core.terminal import reset_warnings
+from stepwall.numeric.compiled import keep_freed_memory
 
 if TYPE_CHECKING:
     from stepwall.plugin.registry import Registry
@@ -201,6 +202,7 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
             code = importlib.import_module("stepwall.cli.cached_eval").run(args[1:])
             if code is not None:
                 return int(code)
+        keep_freed_memory()  # the CLI evaluates many points per call: a process-wide setting
         if registry is None:  # the registry imports sympy, which a cached eval does without
             registry = importlib.import_module("stepwall.plugin.registry").default()
         p = parser(registry, named)

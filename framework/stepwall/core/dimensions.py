@@ -2,7 +2,7 @@
 
 Why our own: sympy.physics.units' checkers skip addends with free symbols, read only the
 first addend of a sum, make ``Max`` dimensionless and silently ignore mismatches in
-``convert_to`` (DESIGN.md, "Units"). Expressions never carry units: each symbol carries its
+``convert_to`` (sympy 1.14). Expressions never carry units: each symbol carries its
 dimension (`stepwall.core.symbols.Parameter`) and every number in an expression is dimensionless.
 """
 

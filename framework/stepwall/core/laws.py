@@ -234,7 +234,8 @@ def gqa_score_flops(head_dim: sp.Expr, n_heads: sp.Expr, tp: sp.Expr, context: s
 @law(DIMENSIONLESS, n_experts=DIMENSIONLESS, top_k=DIMENSIONLESS, tokens=DIMENSIONLESS)
 def expected_distinct_experts(n_experts: sp.Expr, top_k: sp.Expr, tokens: sp.Expr) -> sp.Expr:
     """E·(1 − (1 − k/E)^T): experts hit at least once by T tokens under uniform top-k routing
-    (each token's k picks treated as independent draws; BRIEF §5)."""
+    (each token's k picks treated as independent draws; docs/physics.md, the
+    moe-transformer model)."""
     return n_experts * (1 - (1 - top_k / n_experts) ** tokens)
 
 

@@ -12,12 +12,14 @@ declaration.
 from __future__ import annotations
 
 import argparse
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import cattrs
+from cattrs.errors import AttributeValidationNote
 
 from stepwall.core.errors import SpecError, did_you_mean
 
@@ -114,8 +116,7 @@ def _first(error: cattrs.BaseValidationError) -> tuple[str, str]:
     """The first failing option's name and what is wrong with it."""
     for exc in error.exceptions:
         notes = getattr(exc, "__notes__", [])
-        name = next((n.split("attribute ")[-1].strip("'\"") for n in notes
-                     if "attribute" in n), "")  # fmt: skip
+        name = next((n.name for n in notes if isinstance(n, AttributeValidationNote)), "")
         if isinstance(exc, cattrs.BaseValidationError):
             inner, problem = _first(exc)
             return (f"{name}.{inner}" if name and inner else name or inner), problem
@@ -133,7 +134,7 @@ def _expected(f: attrs.Attribute | None) -> str:  # type: ignore[type-arg]
 def _base(tp: Any) -> Any:
     """``float | None`` -> float; ``list[str]`` stays."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return args[0] if len(args) == 1 else tp
     return tp
 

@@ -35,10 +35,12 @@ class Scenario:
     # holds their nominal values
     ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)
     reads: set[str] = attrs.field(factory=set, eq=False, repr=False)
-    by_path: dict[str, Parameter] = attrs.field(init=False, eq=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "by_path", {s.name: s for s in self.values})
+    by_path: dict[str, Parameter] = attrs.field(
+        init=False,
+        eq=False,
+        repr=False,
+        default=attrs.Factory(lambda self: {s.name: s for s in self.values}, takes_self=True),
+    )
 
     @property
     def label(self) -> str:

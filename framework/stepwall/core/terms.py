@@ -7,7 +7,8 @@ plugin that adds bytes to seconds fails naming itself and the term.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import attrs
 import sympy as sp
@@ -19,18 +20,20 @@ from stepwall.core.units import DIMENSIONLESS, INFORMATION, OPERATION, TIME, Dim
 _NOT_FINITE = (sp.nan, sp.zoo, sp.oo, -sp.oo)
 
 
-def _check(expr: sp.Basic, want: Dim, *, what: str, name: str, plugin: str) -> sp.Expr:
-    if not isinstance(expr, sp.Basic | int | float):
+def _check(expr: sp.Basic, want: Dim, *, what: str, name: str, plugin: str) -> None:
+    """Refuse ``expr`` unless it is a finite sympy expression of dimension ``want`` (an
+    exact zero has every dimension: "no time"). A Python number was made sympy's by the
+    field's converter (`_sympified`)."""
+    if not isinstance(expr, sp.Basic):
         raise DimensionError(
             f"{what} must be a sympy expression, not {type(expr).__name__}",
             term=name,
             plugin=plugin,
         )
-    expr = sp.sympify(expr)
     if expr.has(*_NOT_FINITE):
         raise DimensionError(f"{what} is not finite: {expr}", term=name, plugin=plugin)
-    if expr.is_Number and expr.is_zero:  # an exact zero has every dimension ("no time")
-        return expr
+    if expr.is_Number and expr.is_zero:
+        return
     try:
         got = symbols.dim(expr)
     except DimensionError as e:
@@ -43,16 +46,42 @@ def _check(expr: sp.Basic, want: Dim, *, what: str, name: str, plugin: str) -> s
             term=name,
             plugin=plugin,
         )
-    return expr
 
 
-def _texts(item: object, what: str, *attrs_: str) -> None:
-    """Refuse a label of a plugin-made ``item`` that is not text (a TypeError, which the
-    registry reports naming the plugin and hook that made it)."""
-    for attr in attrs_:
-        value = getattr(item, attr)
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]  # attrs' field validator
+
+
+def _sympified(value: object) -> object:
+    """A Python number as sympy's; anything else as given (its validator refuses it)."""
+    return sp.sympify(value) if isinstance(value, int | float) else value
+
+
+def _dimension(want: Dim, what: str) -> Validator:
+    """A validator: the field is an expression of dimension ``want`` (see `_check`);
+    ``what`` names it in a message, ``{attr}`` standing for the field's name."""
+
+    def validate(item: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        _check(value, want, what=what.format(attr=attribute.name), name=item.name,
+               plugin=item.plugin)  # fmt: skip
+
+    return validate
+
+
+def _text(what: str) -> Validator:
+    """A validator refusing a label of a plugin-made ``what`` that is not text (a TypeError,
+    which the registry reports naming the plugin and hook that made it)."""
+
+    def validate(item: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if not isinstance(value, str):
-            raise TypeError(f"{what} {attr} must be text, not {type(value).__name__} {value!r}")
+            raise TypeError(
+                f"{what} {attribute.name} must be text, not {type(value).__name__} {value!r}"
+            )
+
+    return validate
+
+
+def _zero() -> sp.Expr:
+    return sp.Integer(0)
 
 
 @attrs.frozen
@@ -64,21 +93,27 @@ class Term:
     their groups' sums instead of the sum.
     """
 
-    name: str
-    expr: sp.Expr
-    plugin: str
-    why: str
-    group: str = "base"
-    overlap: str = ""
-
-    def __attrs_post_init__(self) -> None:
-        _texts(self, "term", "name", "plugin", "why", "group", "overlap")
-        checked = _check(self.expr, TIME, what="a term", name=self.name, plugin=self.plugin)
-        object.__setattr__(self, "expr", checked)
+    name: str = attrs.field(validator=_text("term"))
+    expr: sp.Expr = attrs.field(converter=_sympified, validator=_dimension(TIME, "a term"))
+    plugin: str = attrs.field(validator=_text("term"))
+    why: str = attrs.field(validator=_text("term"))
+    group: str = attrs.field(default="base", validator=_text("term"))
+    overlap: str = attrs.field(default="", validator=_text("term"))
 
 
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor cores run
 OP_KINDS = ("gemm", "grouped_gemm", "attention", "elementwise")
+
+
+def _one_of(what: str, allowed: tuple[str, ...]) -> Validator:
+    """A validator: the field is one of ``allowed`` (a `DimensionError` naming the op)."""
+
+    def validate(item: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in allowed:
+            raise DimensionError(f"{what} {value!r} is not one of {', '.join(allowed)}",
+                                 term=item.name, plugin=item.plugin)  # fmt: skip
+
+    return validate
 
 
 @attrs.frozen
@@ -96,39 +131,25 @@ class Op:
     """
 
     name: str
-    bytes: sp.Expr
-    flops: sp.Expr
+    bytes: sp.Expr = attrs.field(
+        converter=_sympified, validator=_dimension(INFORMATION, "op {attr}")
+    )
+    flops: sp.Expr = attrs.field(converter=_sympified, validator=_dimension(OPERATION, "op {attr}"))
     plugin: str
     why: str
     group: str
-    kernels: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
+    kernels: sp.Expr = attrs.field(
+        factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
+    )
     overlap: str = ""
-    kind: str = "gemm"
-    precision: str = "bf16"
-    rows: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
-    serial_bytes: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
-
-    def __attrs_post_init__(self) -> None:
-        for attr, want in (
-            ("bytes", INFORMATION),
-            ("flops", OPERATION),
-            ("kernels", DIMENSIONLESS),
-            ("rows", DIMENSIONLESS),
-            ("serial_bytes", INFORMATION),
-        ):
-            checked = _check(
-                getattr(self, attr), want, what=f"op {attr}", name=self.name, plugin=self.plugin
-            )
-            object.__setattr__(self, attr, checked)
-        if self.kind not in OP_KINDS:
-            raise DimensionError(f"op kind {self.kind!r} is not one of {', '.join(OP_KINDS)}",
-                                 term=self.name, plugin=self.plugin)  # fmt: skip
-        if self.precision not in PRECISIONS:
-            raise DimensionError(
-                f"op precision {self.precision!r} is not one of {', '.join(PRECISIONS)}",
-                term=self.name,
-                plugin=self.plugin,
-            )
+    kind: str = attrs.field(default="gemm", validator=_one_of("op kind", OP_KINDS))
+    precision: str = attrs.field(default="bf16", validator=_one_of("op precision", PRECISIONS))
+    rows: sp.Expr = attrs.field(
+        factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
+    )
+    serial_bytes: sp.Expr = attrs.field(
+        factory=_zero, converter=_sympified, validator=_dimension(INFORMATION, "op {attr}")
+    )
 
 
 @attrs.frozen
@@ -143,32 +164,39 @@ class Collective:
     """
 
     name: str
-    op: str
-    group: sp.Expr
-    size: sp.Expr
-    count: sp.Expr
+    op: str = attrs.field()
+    group: sp.Expr = attrs.field(
+        converter=_sympified, validator=_dimension(DIMENSIONLESS, "collective {attr}")
+    )
+    size: sp.Expr = attrs.field(
+        converter=_sympified, validator=_dimension(INFORMATION, "collective {attr}")
+    )
+    count: sp.Expr = attrs.field(
+        converter=_sympified, validator=_dimension(DIMENSIONLESS, "collective {attr}")
+    )
     plugin: str
     why: str
     overlap: str = ""
-    inside: sp.Expr = attrs.field(factory=lambda: sp.Integer(0))
+    inside: sp.Expr = attrs.field(
+        factory=_zero,
+        converter=_sympified,
+        validator=_dimension(DIMENSIONLESS, "collective {attr}"),
+    )
 
-    def __attrs_post_init__(self) -> None:
-        if self.op not in ("all_reduce", "all_to_all", "send"):
-            raise ValueError(f"collective {self.name}: unknown op {self.op!r}")
-        for attr, want in (
-            ("group", DIMENSIONLESS),
-            ("size", INFORMATION),
-            ("count", DIMENSIONLESS),
-            ("inside", DIMENSIONLESS),
-        ):
-            checked = _check(
-                getattr(self, attr),
-                want,
-                what=f"collective {attr}",
-                name=self.name,
-                plugin=self.plugin,
-            )
-            object.__setattr__(self, attr, checked)
+    @op.validator
+    def _known_op(self, attribute: attrs.Attribute[Any], value: str) -> None:
+        if value not in ("all_reduce", "all_to_all", "send"):
+            raise ValueError(f"collective {self.name}: unknown op {value!r}")
+
+
+def _keys(keys: object) -> tuple[str, ...]:
+    """A constraint's spec keys as a tuple (from any iterable of text, not one text)."""
+    if isinstance(keys, str) or not isinstance(keys, Iterable):
+        raise TypeError(f"constraint keys must be a tuple of spec keys, not {keys!r}")
+    out = tuple(keys)
+    if not all(isinstance(k, str) for k in out):
+        raise TypeError(f"constraint keys must be a tuple of spec keys, not {keys!r}")
+    return out
 
 
 @attrs.frozen
@@ -182,18 +210,15 @@ class Constraint:
     one), vectorized (sweep's feasible mask) and along a key (derive's feasible region).
     """
 
-    name: str
-    relation: sp.Basic
-    message: str
-    keys: tuple[str, ...]
-    plugin: str
+    name: str = attrs.field(validator=_text("constraint"))
+    relation: sp.Basic = attrs.field()
+    message: str = attrs.field(validator=_text("constraint"))
+    keys: tuple[str, ...] = attrs.field(converter=_keys)
+    plugin: str = attrs.field(validator=_text("constraint"))
     labels: tuple[str, str] = ("", "")  # names for the two sides of a long comparison
 
-    def __attrs_post_init__(self) -> None:
-        _texts(self, "constraint", "name", "message", "plugin")
-        if isinstance(self.keys, str) or not all(isinstance(k, str) for k in self.keys):
-            raise TypeError(f"constraint keys must be a tuple of spec keys, not {self.keys!r}")
-        rel = self.relation
+    @relation.validator
+    def _relation(self, attribute: attrs.Attribute[Any], rel: sp.Basic) -> None:
         kinds = (sp.core.relational.Relational, sp.logic.boolalg.BooleanFunction,
                  sp.logic.boolalg.BooleanAtom)  # fmt: skip
         if not isinstance(rel, kinds) or isinstance(rel, sp.Symbol):
@@ -206,7 +231,6 @@ class Constraint:
             symbols.dim(rel)
         except DimensionError as e:
             raise e.located(term=self.name, plugin=self.plugin) from None
-        object.__setattr__(self, "keys", tuple(self.keys))
 
 
 @attrs.frozen

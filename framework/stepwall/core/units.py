@@ -3,7 +3,7 @@ is `stepwall.core.dimensions`; this module does not import sympy).
 
 Why our own: sympy.physics.units' checkers skip addends with free symbols, read only the
 first addend of a sum, make ``Max`` dimensionless and silently ignore mismatches in
-``convert_to`` (DESIGN.md, "Units"). Here a dimension is a vector of rational exponents over
+``convert_to`` (sympy 1.14). Here a dimension is a vector of rational exponents over
 base dimensions, magnitudes are SI floats, and expressions never carry units: symbols carry
 dimensions from the symbol catalog and every number in an expression is dimensionless.
 

@@ -14,8 +14,6 @@ import collections
 import csv
 import io
 import itertools
-import json
-import math
 import multiprocessing
 import os
 import signal
@@ -27,6 +25,7 @@ import attrs
 
 from stepwall.core.errors import SpecError
 from stepwall.core.terminal import visible
+from stepwall.numeric.files import json_text
 from stepwall.plugin.entries import Format
 from stepwall.plugin.hookspecs import hookimpl
 
@@ -225,19 +224,7 @@ def write_json(obj: Any, out: IO[str]) -> None:
                 "units": {c.name: c.unit for c in obj.columns if c.unit},
                 "rows": [dict(zip((c.name for c in obj.columns), r, strict=True)) for r in rows],
             }
-    out.write(json.dumps(_finite(obj), indent=2, default=_plain_default, allow_nan=False) + "\n")
-
-
-def _finite(obj: Any) -> Any:
-    """``obj`` with every non-finite float as None: JSON has no NaN or Infinity (an unknown
-    metric, an infeasible row's infinite error)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+    out.write(json_text(obj, indent=2, finite=True, default=_plain_default) + "\n")
 
 
 def _plain(v: Any, kind: str) -> Any:

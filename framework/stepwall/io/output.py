@@ -22,6 +22,7 @@ from typing import IO, Any
 from stepwall.core.errors import SpecError
 from stepwall.core.terminal import visible
 from stepwall.io.formats import Table
+from stepwall.numeric.files import atomic_write
 
 REPORT_MARKER = "REPORT.md"  # a folder holding this was written by `stepwall report`
 
@@ -129,37 +130,26 @@ def folder_target(path: str, where: str = "-o", page: Path | None = None) -> Pat
 def _write(path: Path, mode: str, fill: Callable[[IO[Any]], object],
            check: Callable[[Path], Any] | None = None) -> None:  # fmt: skip
     """Write ``path`` with ``fill(stream)`` (``mode`` "w" or "wb"): through it, or atomically
-    (a temporary file beside the file a link names, then a rename); ``check``, if given,
-    reads the temporary file (named with ``path``'s suffix) first and raises to keep the
-    target as it was."""
+    beside the file a link names (`atomic_write`); ``check``, if given, reads the written
+    file (named with ``path``'s suffix) first and raises to keep the target as it was."""
     text: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
-    tmp = None
     try:
         through = _through(path, str(path), "")
         if through and check is None:
             _write_through(path, mode, text, fill)
-            return
-        real = Path(os.path.realpath(path))
-        suffix = ".tmp" if check is None else path.suffix
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=suffix)
-        os.fchmod(fd, umask_mode())
-        with os.fdopen(fd, mode, **text) as f:
-            fill(f)
-        if check is not None:
-            check(Path(tmp))
-        if through:
-            raw = Path(tmp).read_bytes()
+        elif through:  # checked in a scratch copy, then written through
+            with tempfile.TemporaryDirectory(dir=Path(os.path.realpath(path)).parent) as scratch:
+                copy = Path(scratch) / f"checked{path.suffix}"
+                atomic_write(copy, fill, text="b" not in mode, check=check)
+                raw = copy.read_bytes()
             _write_through(path, "wb", {}, lambda f: f.write(raw))
         else:
-            os.replace(tmp, real)
-            tmp = None
+            real = Path(os.path.realpath(path))
+            atomic_write(real, fill, text="b" not in mode, check=check, mode=umask_mode())
     except BrokenPipeError:  # a reader that left: as for stdout
         raise
     except OSError as e:
         raise SpecError(str(path), "", f"cannot write: {e.strerror or e}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _write_through(path: Path, mode: str, text: dict[str, Any],

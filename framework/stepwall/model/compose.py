@@ -17,7 +17,6 @@ Expressions stay symbolic in every parameter; numbers enter only in `evaluate`, 
 from __future__ import annotations
 
 import difflib
-import json
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 import sympy as sp
+import tomlkit
 
 from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import PluginError, SpecError, shown_path
@@ -62,7 +62,7 @@ from stepwall.numeric.printer import function_source
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
 from stepwall.spec.loader import catalog_names, read_toml
-from stepwall.spec.validation import load_scenario
+from stepwall.spec.validation import UnknownKey, load_scenario
 
 __all__ = [
     "DIAGNOSTIC_METRICS",
@@ -460,12 +460,20 @@ def check_entry(path: Path, section: str, registry: Registry | None = None) -> l
                           dict):  # fmt: skip
                 continue  # it overrides some of the entry's values
             probe = Path(tmp) / "probe.toml"
-            probe.write_text(f'from = "{name}"\n{section} = {json.dumps(str(path.resolve()))}\n')
+            doc: dict[str, Any] = {"from": name}
+            *tables, last = section.split(".")  # cluster.scale_up: [cluster] scale_up = …
+            table = doc
+            for t in tables:
+                table = table.setdefault(t, {})
+            table[last] = str(path.resolve())
+            probe.write_text(tomlkit.dumps(doc), encoding="utf-8")
             try:
                 model = build_model(probe, registry=registry)
+            except UnknownKey:
+                continue  # a scenario of another kind: try the next
             except SpecError as e:
-                if "kind" in e.key or "unknown key" in e.problem:
-                    continue  # a scenario of another kind: try the next
+                if e.key.rpartition(".")[2] == "kind":
+                    continue  # likewise
                 raise
             ev = model.evaluate()
             for c in model.constraints:

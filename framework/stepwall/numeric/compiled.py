@@ -17,7 +17,6 @@ are safe; ``STEPWALL_NO_CACHE=1`` or ``--no-cache`` turns the cache off.
 from __future__ import annotations
 
 import base64
-import contextlib
 import ctypes
 import importlib.metadata
 import importlib.util
@@ -26,7 +25,6 @@ import marshal
 import math
 import os
 import sys
-import tempfile
 import types
 import zlib
 from collections import defaultdict
@@ -37,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from stepwall.core.errors import SpecError, env_flag, shown_path
+from stepwall.numeric.files import atomic_write, json_text
 from stepwall.numeric.namespace import FUNCTION, function_globals
 from stepwall.plugin.hookspecs import DISABLE_ENV, ENTRY_POINT_GROUP
 
@@ -144,7 +143,6 @@ class CompiledModel:
             return self._results(self._scalar(args), scalar=True)
         import numpy as np  # numpy on first use (a cached eval runs without it)
 
-        keep_freed_memory()
         with np.errstate(all="ignore"):  # numpy's float64 for every argument: x/0 is inf
             out = self.function()(*(np.asarray(a, dtype=np.float64) for a in args))
         return self._results(out, scalar=False)
@@ -250,12 +248,13 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (mallo
 
 def keep_freed_memory() -> None:
     """Have glibc keep the memory numpy frees, for the next vectorized call (once per
-    process; a no-op elsewhere). Each call of a compiled model allocates a few hundred
-    arrays of the chunk's size and frees them; by default glibc serves blocks that large
-    with fresh mappings and returns freed memory at the heap's top to the kernel, so every
-    call faults its memory in again, page by page: about 70% of a 65,536-point call's time
-    (benchmarks/bench_search.py). Blocks up to 32 MiB now come from the heap, and up to
-    128 MiB of free heap is kept."""
+    process; a no-op elsewhere): a process-wide setting, so only a program that evaluates
+    many points calls it (the CLI, a search's workers), never the library on its own. Each
+    call of a compiled model allocates a few hundred arrays of the chunk's size and frees
+    them; by default glibc serves blocks that large with fresh mappings and returns freed
+    memory at the heap's top to the kernel, so every call faults its memory in again, page
+    by page: about 70% of a 65,536-point call's time (benchmarks/bench_search.py). Blocks
+    up to 32 MiB then come from the heap, and up to 128 MiB of free heap is kept."""
     if _ALLOCATOR:
         return
     _ALLOCATOR.append(True)
@@ -347,23 +346,9 @@ class ModelCache:
             entries.append(
                 {"format": FORMAT, "shape": shape, "reads": dict(reads), "model": model.to_json()}
             )
-            write_json(path, entries)
+            atomic_write(path, json_text(entries))
         except OSError:
             return  # a cache that cannot be written is only slower
-
-
-def write_json(path: Path, doc: Any) -> None:
-    """``doc`` as JSON at ``path``, atomically (a temporary file renamed into place), so
-    concurrent writers and readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def cache_file(prefix: str, key: str) -> Path | None:

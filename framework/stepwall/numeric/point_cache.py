@@ -30,8 +30,8 @@ from stepwall.numeric.compiled import (
     cache_file,
     code_identity,
     scenario_info,
-    write_json,
 )
+from stepwall.numeric.files import atomic_write, json_text
 from stepwall.spec.loader import expand_references, read_scenario
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def remember(ref: str, sets: Sequence[str], scenario: Scenario, numeric: Compile
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, entry)
+        atomic_write(path, json_text(entry))
     except OSError:
         return  # a cache that cannot be written is only slower
 

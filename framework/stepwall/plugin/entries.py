@@ -112,17 +112,14 @@ class BlockKind:
     options: type
     render: Callable[[Any, Any, str], list[str]]
     early: bool = False
-    prepare: Callable[..., Any] = attrs.field(default=None)
+    prepare: Callable[..., Any] = attrs.field(
+        default=attrs.Factory(
+            lambda self: lambda report, given, at: structured(report, self.options, given, at),
+            takes_self=True,
+        )
+    )
     plugin: str = ""
     compute: Callable[[Any, Any, str], Any] | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.prepare is None:
-            object.__setattr__(
-                self,
-                "prepare",
-                lambda report, given, at: structured(report, self.options, given, at),
-            )
 
 
 @attrs.frozen

@@ -48,6 +48,11 @@ from stepwall.spec.loader import (
 
 Kinds = Mapping[tuple[str, str], KindSpec]
 
+
+class UnknownKey(SpecError):
+    """A scenario key that no section, or not its section's kind, takes."""
+
+
 # Sections every scenario needs: the flow calls a plugin for each.
 REQUIRED_SECTIONS = ("model", "hardware", "cluster", "cluster.scale_up")
 
@@ -162,7 +167,7 @@ def structure_section(
                 f"one of: {', '.join(sorted(fields))}" if fields else "no keys: the kind takes none"
             )
             dym = did_you_mean(name, sorted(fields), prefix=f"{section}.", quote=False)
-            raise SpecError(
+            raise UnknownKey(
                 where, full, f"unknown key for {section} kind {spec.kind!r}{dym}", listed
             )
         if name in META_KEYS:
@@ -365,7 +370,7 @@ def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Sc
         k = top_level[0]
         head = k.split(".", 1)[0]
         dym = did_you_mean(head, sorted({s.split(".")[0] for s in sections}), quote=False)
-        raise SpecError(
+        raise UnknownKey(
             flat[k][1], k, f"unknown key{dym}", f"one of the sections: {', '.join(sections)}"
         )
     ranges: dict[str, tuple[float, float]] = {}

@@ -72,17 +72,17 @@ def plateau(model: StepModel, fraction: float = 0.9, symbolic: bool = False) -> 
         "ratio_value": m_value,
     }
     return Derivation(
-        "plateau",
-        "workload.concurrency",
-        cstar_value,
-        math.ceil(cstar_value - 1e-9),
-        str(closed_expr),
-        sp.latex(closed_expr, symbol_names=latex_names([closed_expr])),
-        definition,
-        method,
-        note,
-        model.scenario.label,
-        details,
+        kind="plateau",
+        key="workload.concurrency",
+        value=cstar_value,
+        feasible_value=math.ceil(cstar_value - 1e-9),
+        closed_form=str(closed_expr),
+        latex=sp.latex(closed_expr, symbol_names=latex_names([closed_expr])),
+        definition=definition,
+        method=method,
+        note=note,
+        scenario=model.scenario.label,
+        details=details,
     )
 
 
