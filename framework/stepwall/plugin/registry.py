@@ -22,9 +22,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import os
 import re
 import time
-from collections.abc import Iterable, Mapping
+import types
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -35,7 +37,7 @@ from stepwall.core.errors import DimensionError, PluginError, StepwallError, env
 from stepwall.core.fields import KindSpec, combined
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
 from stepwall.plugin import hookspecs
-from stepwall.plugin.hookspecs import DISABLE_ENV, ENTRY_POINT_GROUP
+from stepwall.plugin.hookspecs import DISABLE_ENV, DISABLED_ENV, ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from stepwall.core.scenario import Scenario
@@ -54,6 +56,10 @@ BUILTIN_PLUGINS = {
     "report_blocks": "stepwall.apps.report.blocks",
     "formats": "stepwall.io.formats",
 }
+
+# Built-ins that cannot be disabled, with what needs them (disabling another built-in only
+# removes what it declares: a scenario that uses one of its kinds is refused as unknown keys).
+REQUIRED_BUILTINS = {"formats": "every command's text, JSON and CSV output"}
 
 # The section whose kind selects the plugin for each kind-selected hook.
 OWNED_HOOKS = {
@@ -98,6 +104,8 @@ class Registry:
         self._lenient = lenient
         self._entries: dict[str, dict[str, Any]] = {}
         self.is_default = False  # the built-ins and installed plugins only (`default`)
+        self._raised: tuple[BaseException, str] | None = None  # the last hook error, by whom
+        pm.add_hookcall_monitoring(_ignore, self._note_raiser)
         for impl in pm.hook.stepwall_spec_kinds.get_hookimpls():  # registration order
             name = pm.get_name(impl.plugin) or "?"
             try:
@@ -162,6 +170,11 @@ class Registry:
             for key in [k for k, v in table.items() if getattr(v, "plugin", None) == name]:
                 del table[key]
 
+    def plugins(self) -> list[tuple[str, object]]:
+        """(name, plugin) of each registered plugin; pluggy also lists a disabled name, with
+        None for its plugin, which this leaves out."""
+        return [(n, p) for n, p in self.pm.list_name_plugin() if p is not None]
+
     # ---- calling hooks
 
     def owner(self, section: str, kind: str) -> str:
@@ -180,7 +193,7 @@ class Registry:
         uses and on plugins that own no kind; one result per plugin that returned one."""
         used = {self.owner(s, k) for s, k in scenario.kinds.items()}
         owners = {spec.plugin for spec in self.kinds.values()}
-        names = {n for n, _ in self.pm.list_name_plugin() if n in used or n not in owners}
+        names = {n for n, _ in self.plugins() if n in used or n not in owners}
         return list(self._call(hook, names, dict(scenario=scenario, **kwargs)) or [])
 
     def _call(
@@ -192,12 +205,12 @@ class Registry:
         plain = {self.pm.get_name(i.plugin) for i in impls} - wrappers
         if single is not None and single not in plain:
             return None
-        drop = [p for n, p in self.pm.list_name_plugin() if n not in names | wrappers]
+        drop = [p for n, p in self.plugins() if n not in names | wrappers]
         subset = self.pm.subset_hook_caller(hook, remove_plugins=drop)
         try:
             out = subset(**kwargs)
         except Exception as e:
-            raise self._blame(hook, names & plain, kwargs, single, e) from None
+            raise self._blame(hook, names & plain, e) from None
         if caller.spec.opts.get("firstresult"):
             if out is not None:
                 _check_result(hook, out, single or "?")
@@ -213,20 +226,28 @@ class Registry:
             raise
         return out
 
-    def _blame(
-        self, hook: str, names: set[str], kwargs: dict[str, Any], single: str | None,
-        error: Exception,
-    ) -> Exception:  # fmt: skip
-        """The error of a hook call, naming the plugin that raised it."""
-        who = single
-        if who is None:  # several plugins: find the one that raises on its own
-            for name in sorted(names):
-                try:
-                    self._call(hook, {name}, kwargs, single=name)
-                except Exception:
-                    who = name
-                    break
-        who = who or ", ".join(sorted(names))
+    def _note_raiser(
+        self, outcome: pluggy.Result[Any], hook: str, impls: Sequence[pluggy.HookImpl],
+        kwargs: Mapping[str, Any],
+    ) -> None:  # fmt: skip
+        """Hook-call monitoring: when a hook call raised, remember which plugin's
+        implementation raised it (the innermost of its frames in the traceback)."""
+        error = outcome.exception
+        if error is None:
+            return
+        who, tb = None, error.__traceback__
+        while tb is not None:
+            mine = sorted({i.plugin_name for i in impls if _runs(tb.tb_frame, i.function)})
+            who = ", ".join(mine) or who
+            tb = tb.tb_next
+        if who is not None:
+            self._raised = (error, who)
+
+    def _blame(self, hook: str, names: set[str], error: Exception) -> Exception:
+        """The error of a hook call, naming the plugin that raised it (hook-call monitoring
+        saw which; else every plugin the call reached)."""
+        raised, self._raised = self._raised, None
+        who = raised[1] if raised and raised[0] is error else ", ".join(sorted(names))
         if isinstance(error, DimensionError):
             return error if error.plugin else error.located(term=error.term, plugin=who)
         if isinstance(error, StepwallError):
@@ -241,7 +262,7 @@ class Registry:
         """Each plugin: name, version, the kinds and entries it declares, the hooks it
         implements and how long it took to import."""
         rows = []
-        for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda np: np[0]):
+        for name, plugin in sorted(self.plugins(), key=lambda np: np[0]):
             hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or () if h.name != "_")
             kinds = sorted(f"{s}:{k}" for (s, k), spec in self.kinds.items() if spec.plugin == name)
             row: dict[str, Any] = {
@@ -288,7 +309,25 @@ class Registry:
 
     def versions(self) -> tuple[tuple[str, str], ...]:
         """Every plugin with its version: part of what a cached model depends on."""
-        return tuple(sorted((n, _version_of(p)) for n, p in self.pm.list_name_plugin()))
+        return tuple(sorted((n, _version_of(p)) for n, p in self.plugins()))
+
+
+def _runs(frame: types.FrameType, fn: Any) -> bool:
+    """Whether ``frame`` runs ``fn``: its code, and for a closure its free variables (two
+    plugins made by one factory share the code)."""
+    code = getattr(fn, "__code__", None)
+    if frame.f_code is not code:
+        return False
+    try:
+        cells = [c.cell_contents for c in fn.__closure__ or ()]
+    except ValueError:  # an empty cell
+        return True
+    seen = frame.f_locals
+    return all(seen.get(v, c) is c for v, c in zip(code.co_freevars, cells, strict=True))
+
+
+def _ignore(hook: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
+    """Hook-call monitoring before a call: nothing to do."""
 
 
 class _Guarded:
@@ -504,19 +543,26 @@ def _dist_names() -> dict[str, str]:
     return out
 
 
-def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registry:
+def build(
+    extra: Iterable[object] = (), autoload: bool | None = None, disable: Iterable[str] | None = None
+) -> Registry:
     """A fresh registry: built-ins, entry points (unless disabled), then ``extra``.
 
-    An entry point that fails to load or to register is skipped and recorded in
-    `Registry.problems`; a built-in or an ``extra`` plugin that fails raises `PluginError`.
+    ``disable`` names plugins not to register, built-in or installed (like pytest's
+    ``-p no:NAME``); None reads STEPWALL_DISABLE_PLUGINS (comma-separated). An entry point
+    that fails to load or to register is skipped and recorded in `Registry.problems`; a
+    built-in or an ``extra`` plugin that fails raises `PluginError`.
     """
     pm = pluggy.PluginManager("stepwall")
     pm.add_hookspecs(hookspecs)
-    # import times of installed plugins only: the built-ins' are the framework's own (and
-    # timing them would make output depend on how busy the machine is)
-    seconds: dict[str, float] = {}
+    for name in disabled() if disable is None else disable:
+        if name in REQUIRED_BUILTINS:
+            raise PluginError(f"plugin {name}: cannot be disabled: {REQUIRED_BUILTINS[name]} "
+                              "needs it")  # fmt: skip
+        pm.set_blocked(name)
     for name, modname in BUILTIN_PLUGINS.items():
-        pm.register(importlib.import_module(modname), name=name)
+        if not pm.is_blocked(name):
+            pm.register(importlib.import_module(modname), name=name)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
@@ -524,39 +570,59 @@ def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registr
     if autoload is None:
         autoload = not env_flag(DISABLE_ENV)
     problems: dict[str, str] = {}
-    lenient: set[str] = set()
+    seconds: dict[str, float] = {}
     if autoload:
-        builtins = set(BUILTIN_PLUGINS)
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name in builtins:
-                problems[ep.name] = f"plugin {ep.name}: the name is a built-in plugin's"
-            if pm.get_plugin(ep.name) is not None or ep.name in problems:
-                continue
-            start = time.perf_counter()
-            try:
-                plugin = ep.load()
-                seconds[ep.name] = time.perf_counter() - start
-            except (Exception, SystemExit) as e:  # an import that exits takes nothing down
-                problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
-                continue
-            if pm.is_registered(plugin):
-                continue
-            try:
-                _register(pm, plugin, ep.name)
-            except PluginError as e:
-                problems[ep.name] = str(e)
-                continue
-            if not pm.get_hookcallers(plugin):
-                pm.unregister(plugin)
-                kind = type(plugin).__name__
-                problems[ep.name] = (f"plugin {ep.name}: entry point {ep.value} is a {kind} "
-                                     "with no @hookimpl function")  # fmt: skip
-                continue
-            lenient.add(ep.name)
+        _load_entry_points(pm, problems, seconds)
+    lenient = frozenset(seconds) - set(problems)
     for plugin in extra:
         if not pm.is_registered(plugin):
             _register(pm, plugin, getattr(plugin, "__name__", None))
-    return Registry(pm, problems, frozenset(lenient), seconds)
+    return Registry(pm, problems, lenient, seconds)
+
+
+def disabled() -> tuple[str, ...]:
+    """The plugin names STEPWALL_DISABLE_PLUGINS lists (comma-separated, blanks ignored)."""
+    return tuple(n.strip() for n in os.environ.get(DISABLED_ENV, "").split(",") if n.strip())
+
+
+def _load_entry_points(
+    pm: pluggy.PluginManager, problems: dict[str, str], seconds: dict[str, float]
+) -> None:
+    """Load and register the entry points of group ``stepwall`` through pluggy, one at a time
+    so that one that fails is skipped and recorded in ``problems`` (the others load);
+    ``seconds``: how long each loaded one took (the built-ins' are the framework's own, and
+    timing them would make output depend on how busy the machine is)."""
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in BUILTIN_PLUGINS:
+            problems[ep.name] = f"plugin {ep.name}: the name is a built-in plugin's"
+        if pm.has_plugin(ep.name) or pm.is_blocked(ep.name) or ep.name in problems:
+            continue
+        start = time.perf_counter()
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=ep.name)
+        except pluggy.PluginValidationError as e:  # loaded, refused by register
+            problems[ep.name] = f"plugin {ep.name}: cannot register: {_folded(e)}"
+            continue
+        except ValueError as e:  # the same object under another entry point: once is enough
+            if "already registered" not in str(e):
+                problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
+            continue
+        except (Exception, SystemExit) as e:  # an import that exits takes nothing down
+            problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
+            continue
+        seconds[ep.name] = time.perf_counter() - start
+        plugin = pm.get_plugin(ep.name)
+        try:
+            pm.check_pending()
+        except pluggy.PluginValidationError as e:
+            pm.unregister(plugin)
+            problems[ep.name] = f"plugin {ep.name}: {_folded(e)}"
+            continue
+        if not pm.get_hookcallers(plugin):
+            pm.unregister(plugin)
+            kind = type(plugin).__name__
+            problems[ep.name] = (f"plugin {ep.name}: entry point {ep.value} is a {kind} "
+                                 "with no @hookimpl function")  # fmt: skip
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None) -> None:
@@ -578,13 +644,15 @@ def _folded(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
-_DEFAULT: list[Registry] = []
+_DEFAULT: dict[tuple[str, ...], Registry] = {}
 
 
-def default() -> Registry:
-    """The registry of the built-ins and installed plugins, built on first use (the command
-    line and the library's defaults use it; pass a registry explicitly to use another)."""
-    if not _DEFAULT:
-        _DEFAULT.append(build())
-        _DEFAULT[0].is_default = True
-    return _DEFAULT[0]
+def default(disable: Iterable[str] | None = None) -> Registry:
+    """The registry of the built-ins and installed plugins, less those ``disable`` names (None:
+    those STEPWALL_DISABLE_PLUGINS names), built on first use (the command line and the
+    library's defaults use it; pass a registry explicitly to use another)."""
+    names = tuple(sorted(set(disabled() if disable is None else disable)))
+    if names not in _DEFAULT:
+        _DEFAULT[names] = build(disable=names)
+        _DEFAULT[names].is_default = True
+    return _DEFAULT[names]
