@@ -36,11 +36,12 @@ import sympy as sp
 from stepwall.core.errors import DimensionError, PluginError, StepwallError, env_flag
 from stepwall.core.fields import KindSpec, combined
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
-from stepwall.plugin import hookspecs
+from stepwall.plugin import hookspecs, requirements
 from stepwall.plugin.hookspecs import DISABLE_ENV, DISABLED_ENV, ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from stepwall.core.scenario import Scenario
+    from stepwall.core.symbols import Parameter
 
 # The built-in plugins: the name each is registered by, and its module (registered in this order,
 # through the same hooks as a third party's).
@@ -123,7 +124,11 @@ class Registry:
                     self._skip_or_raise(spec.plugin, problem, lenient)
                     continue
                 fields = combined(base.fields, spec.fields, spec.fields.__name__)
-                self.kinds[key] = attrs.evolve(spec, fields=fields)
+                provides = {**base.provides, **spec.provides}
+                self.kinds[key] = attrs.evolve(spec, fields=fields, provides=provides)
+        for plugin, wrong in requirements.problems(self.kinds):
+            if plugin in {s.plugin for s in self.kinds.values()}:  # not skipped already
+                self._skip_or_raise(plugin, PluginError(wrong), lenient)
 
     # analyses, report blocks and formats are gathered on first use: a command that needs
     # none of them does not import what they import
@@ -174,6 +179,27 @@ class Registry:
         """(name, plugin) of each registered plugin; pluggy also lists a disabled name, with
         None for its plugin, which this leaves out."""
         return [(n, p) for n, p in self.pm.list_name_plugin() if p is not None]
+
+    def path(self, scenario: Scenario, requirement: str) -> str | None:
+        """The spec path of ``scenario`` that provides ``requirement``
+        (`stepwall.plugin.requirements`); None for an optional one its kind does not."""
+        return requirements.path(self.kinds, scenario.kinds, requirement)
+
+    def parameter(self, scenario: Scenario, requirement: str) -> Parameter | None:
+        """The Parameter that provides ``requirement`` in ``scenario`` (None: not stated)."""
+        path = self.path(scenario, requirement)
+        return scenario.parameter(path) if path is not None else None
+
+    def required(self, scenario: Scenario, requirement: str) -> Parameter:
+        """The Parameter of a required value (the registry checked that its kinds provide
+        it); a PluginError naming the owner when the scenario has none."""
+        found = self.parameter(scenario, requirement)
+        if found is None:
+            want = requirements.REQUIREMENTS[requirement]
+            who = self.owner(want.section, scenario.kinds.get(want.section, ""))
+            raise PluginError(f"plugin {who}: section {want.section!r} of the scenario provides "
+                              f"no {requirement!r} ({want.meaning})")  # fmt: skip
+        return found
 
     # ---- calling hooks
 
