@@ -2,7 +2,11 @@
 what follows the model (analyses, report blocks, output formats).
 
 Built-ins are registered from a tuple of module names, third parties from the entry-point
-group ``stepwall`` (unless STEPWALL_DISABLE_PLUGIN_AUTOLOAD is set). A broken third-party
+group ``stepwall`` by pluggy's ``load_setuptools_entrypoints`` (unless
+STEPWALL_DISABLE_PLUGIN_AUTOLOAD is set); any plugin but ``formats`` can be disabled by name,
+as pytest's ``-p no:NAME`` (``build(disable=...)``, STEPWALL_DISABLE_PLUGINS). Each kind says
+which of its fields provides what the core requires of its section
+(`stepwall.plugin.requirements`), checked here. A broken third-party
 plugin does not take the tool down: one that cannot be imported, implements a hook that does
 not exist, raises while declaring or claims what another plugin owns is skipped, and the
 reason kept in `Registry.problems` (``stepwall plugins`` lists it). Built-ins and plugins
@@ -14,7 +18,8 @@ section's kind only, plus any plugin that wraps the hook (``@hookimpl(wrapper=Tr
 an implementation never needs an ``if kind != mine`` guard. Hooks every plugin may add to
 (``stepwall_fixed_terms``, ``stepwall_constraints``) are called on the plugins whose kinds
 the scenario uses and on plugins that own no kind. A plugin's exception or a result of the
-wrong type becomes a `PluginError` naming the plugin and the hook.
+wrong type becomes a `PluginError` naming the plugin and the hook; which plugin raised is
+seen by hook-call monitoring (``add_hookcall_monitoring``), not by calling hooks again.
 """
 
 from __future__ import annotations
