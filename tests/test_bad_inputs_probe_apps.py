@@ -359,7 +359,7 @@ ENV_CASES: list[tuple[str, str, list[str], int, str]] = [
                          ids=[f"{c[0]}={c[1]}-{c[2][0]}" for c in ENV_CASES])  # fmt: skip
 def test_environment(var, value, argv, expect, fragment, files, capsys, monkeypatch) -> None:
     monkeypatch.setenv(var, value.format(**files))
-    monkeypatch.setattr(registries, "_DEFAULT", [])  # built afresh, under this environment
+    monkeypatch.setattr(registries, "_DEFAULT", {})  # built afresh, under this environment
     _run(argv, files, capsys, expect, fragment)
 
 

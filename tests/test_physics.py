@@ -13,8 +13,8 @@ import sympy as sp
 
 from stepwall.cli import main
 from stepwall.core.errors import SpecError
+from stepwall.core.laws import ffn_params
 from stepwall.model.compose import StepModel, build_model
-from stepwall.plugins.moe_transformer import ffn_params
 
 
 def close(value: float, seed: float, tol: float) -> bool:

@@ -9,7 +9,7 @@ unknown keys, wrong units, values out of range are one-line errors naming file a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -85,6 +85,8 @@ class KindSpec:
 
     ``extends`` names another (section, kind) whose fields this kind takes too (declared
     first): a GPU with one more field extends ``("hardware", "gpu")`` instead of copying it.
+    ``provides`` maps a requirement (`stepwall.plugin.requirements.REQUIREMENTS`, e.g.
+    ``"device_memory"``) to the field of this kind that states it (``"memory_capacity"``).
     """
 
     section: str
@@ -94,6 +96,7 @@ class KindSpec:
     default: bool = False  # used when the section names no kind
     plugin: str = ""
     extends: tuple[str, str] | None = None
+    provides: Mapping[str, str] = attrs.field(factory=dict, hash=False)
 
 
 def combined(base: type, own: type, name: str) -> type:

@@ -343,7 +343,8 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     demand = aggregate * ttft.tokens_per_user / step.completion
     prefill_gpus = demand / prefill_rate
     # what the engine lets weights and KV cache use of the device's memory
-    capacity = scenario.params.hardware.memory_capacity * engine.memory_fraction
+    memory = registry.required(scenario, "device_memory")
+    capacity = memory * engine.memory_fraction
     metrics = {
         "step_time_s": t,
         "tokens_per_s_per_user": step.produced / t,
@@ -360,13 +361,13 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         "kv_bytes_per_gpu": workload.kv_bytes_per_gpu,
         "memory_capacity_per_gpu": capacity,
     }
-    metrics.update(energy_metrics(scenario, metrics["tokens_per_s_per_gpu"]))
+    metrics.update(energy_metrics(scenario, metrics["tokens_per_s_per_gpu"], registry))
     metric_decls = declared(registry)
     builtin = dict(metrics)
     for m in metric_decls[len(BUILTIN_METRICS) :]:  # the plugins' (expr checked by `declared`)
         given = m.expr(scenario, builtin) if m.expr is not None else None
         if given is not None:
-            metrics[m.name] = sp.sympify(given)
+            metrics[m.name] = sp.sympify(given, strict=True)
     check_dimensions(metrics, metric_decls)
     stated = registry.call_each(
         "stepwall_constraints", scenario, decoding=decoding, layout=layout, workload=workload
@@ -380,7 +381,7 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     levers += sorted(k for k in held if k.startswith("workload."))  # what fills the KV cache
     constraints = [  # the plugins' first: a root cause reads better than its symptom
         *(c for cs in stated for c in cs),
-        *composer_constraints([*terms, *ttft_terms], resident, capacity, levers),
+        *composer_constraints([*terms, *ttft_terms], resident, capacity, levers, memory.name),
     ]
     _unique("constraints", constraints)
     # Physical constants that the model uses join the values, wherever they were declared.

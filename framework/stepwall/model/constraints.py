@@ -29,15 +29,20 @@ _NEGATED = {"<=": ">", "<": "≥", ">=": "<", ">": "≤", "==": "≠", "!=": "="
 
 
 def composer_constraints(
-    terms: Sequence[Term], resident: sp.Expr, capacity: sp.Expr, levers: Sequence[str]
+    terms: Sequence[Term],
+    resident: sp.Expr,
+    capacity: sp.Expr,
+    levers: Sequence[str],
+    capacity_key: str,
 ) -> list[Constraint]:
-    """Resident memory ≤ usable capacity, and each term ≥ 0 (a time is never negative)."""
+    """Resident memory ≤ usable capacity, and each term ≥ 0 (a time is never negative);
+    ``capacity_key``: the spec path that states the device's memory."""
     out = [
         Constraint(
             MEMORY,
             resident <= capacity,
             "weights and KV cache must fit in device memory",
-            (*levers, "hardware.memory_capacity"),
+            (*levers, capacity_key),
             COMPOSER,
             ("resident memory per GPU", "usable"),
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sympy as sp
 
 from stepwall.core.scenario import Scenario
+from stepwall.plugin.registry import Registry
 
 ENERGY_METRICS = ("joules_per_token", "tokens_per_s_per_mw", "usd_per_million_tokens")
 # the spec values each one needs, in words for an error or a "(unknown: …)" note
@@ -29,12 +30,13 @@ NEEDS = {
 MEGA = sp.Integer(10) ** 6
 
 
-def energy_metrics(scenario: Scenario, per_gpu: sp.Expr) -> dict[str, sp.Expr]:
+def energy_metrics(scenario: Scenario, per_gpu: sp.Expr, registry: Registry) -> dict[str, sp.Expr]:
     """The energy and cost metrics whose inputs the scenario states, as expressions in
-    ``per_gpu`` (tokens/s per GPU) and the spec's parameters."""
-    power = scenario.parameter("hardware.board_power")
-    pue = scenario.parameter("cluster.pue")
-    price = scenario.parameter("cluster.price_per_gpu_hour")
+    ``per_gpu`` (tokens/s per GPU) and the parameters that provide the requirements
+    ``board_power``, ``pue`` and ``price_per_gpu_hour`` (`stepwall.plugin.requirements`)."""
+    power = registry.parameter(scenario, "board_power")
+    pue = registry.parameter(scenario, "pue")
+    price = registry.parameter(scenario, "price_per_gpu_hour")
     out: dict[str, sp.Expr] = {}
     if power is not None:
         out["joules_per_token"] = power / per_gpu

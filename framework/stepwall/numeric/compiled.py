@@ -37,7 +37,7 @@ import attrs
 from stepwall.core.errors import SpecError, env_flag, shown_path
 from stepwall.numeric.files import atomic_write, json_text
 from stepwall.numeric.namespace import FUNCTION, function_globals
-from stepwall.plugin.hookspecs import DISABLE_ENV, ENTRY_POINT_GROUP
+from stepwall.plugin.hookspecs import DISABLE_ENV, DISABLED_ENV, ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from stepwall.core.scenario import Scenario
@@ -412,7 +412,7 @@ def code_identity(registry: Registry | None = None) -> list[Any] | None:
     here = Path(__file__).resolve().parents[1]  # the stepwall package, every layer
     builtin = importlib.util.find_spec("stepwall.plugins")
     folders = {here} | ({Path(builtin.origin).parent} if builtin and builtin.origin else set())
-    out: list[Any] = [sys.implementation.cache_tag, sys.version]
+    out: list[Any] = [sys.implementation.cache_tag, sys.version, os.environ.get(DISABLED_ENV, "")]
     if not env_flag(DISABLE_ENV):
         for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)):
             out.append((ep.name, ep.value, ep.dist.version if ep.dist else ""))
@@ -424,7 +424,7 @@ def code_identity(registry: Registry | None = None) -> list[Any] | None:
                 return None
             folders.add(Path(spec.origin).resolve().parent)
     if registry is not None:
-        for name, plugin in sorted(registry.pm.list_name_plugin(), key=lambda np_: np_[0]):
+        for name, plugin in sorted(registry.plugins(), key=lambda np_: np_[0]):
             f = getattr(plugin, "__file__", None)
             if not isinstance(plugin, types.ModuleType) or not f:
                 return None

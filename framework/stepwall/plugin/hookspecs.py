@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "stepwall"  # installed plugins declare [project.entry-points.stepwall]
 DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"  # set: installed plugins are not loaded
+DISABLED_ENV = "STEPWALL_DISABLE_PLUGINS"  # comma-separated plugin names not to register
 
 hookspec = pluggy.HookspecMarker("stepwall")
 hookimpl = pluggy.HookimplMarker("stepwall")

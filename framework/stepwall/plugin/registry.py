@@ -2,7 +2,11 @@
 what follows the model (analyses, report blocks, output formats).
 
 Built-ins are registered from a tuple of module names, third parties from the entry-point
-group ``stepwall`` (unless STEPWALL_DISABLE_PLUGIN_AUTOLOAD is set). A broken third-party
+group ``stepwall`` by pluggy's ``load_setuptools_entrypoints`` (unless
+STEPWALL_DISABLE_PLUGIN_AUTOLOAD is set); any plugin but ``formats`` can be disabled by name,
+as pytest's ``-p no:NAME`` (``build(disable=...)``, STEPWALL_DISABLE_PLUGINS). Each kind says
+which of its fields provides what the core requires of its section
+(`stepwall.plugin.requirements`), checked here. A broken third-party
 plugin does not take the tool down: one that cannot be imported, implements a hook that does
 not exist, raises while declaring or claims what another plugin owns is skipped, and the
 reason kept in `Registry.problems` (``stepwall plugins`` lists it). Built-ins and plugins
@@ -14,7 +18,8 @@ section's kind only, plus any plugin that wraps the hook (``@hookimpl(wrapper=Tr
 an implementation never needs an ``if kind != mine`` guard. Hooks every plugin may add to
 (``stepwall_fixed_terms``, ``stepwall_constraints``) are called on the plugins whose kinds
 the scenario uses and on plugins that own no kind. A plugin's exception or a result of the
-wrong type becomes a `PluginError` naming the plugin and the hook.
+wrong type becomes a `PluginError` naming the plugin and the hook; which plugin raised is
+seen by hook-call monitoring (``add_hookcall_monitoring``), not by calling hooks again.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import os
 import re
 import time
-from collections.abc import Iterable, Mapping
+import types
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -34,11 +41,12 @@ import sympy as sp
 from stepwall.core.errors import DimensionError, PluginError, StepwallError, env_flag
 from stepwall.core.fields import KindSpec, combined
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
-from stepwall.plugin import hookspecs
-from stepwall.plugin.hookspecs import DISABLE_ENV, ENTRY_POINT_GROUP
+from stepwall.plugin import hookspecs, requirements
+from stepwall.plugin.hookspecs import DISABLE_ENV, DISABLED_ENV, ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from stepwall.core.scenario import Scenario
+    from stepwall.core.symbols import Parameter
 
 # The built-in plugins: the name each is registered by, and its module (registered in this order,
 # through the same hooks as a third party's).
@@ -54,6 +62,10 @@ BUILTIN_PLUGINS = {
     "report_blocks": "stepwall.apps.report.blocks",
     "formats": "stepwall.io.formats",
 }
+
+# Built-ins that cannot be disabled, with what needs them (disabling another built-in only
+# removes what it declares: a scenario that uses one of its kinds is refused as unknown keys).
+REQUIRED_BUILTINS = {"formats": "every command's text, JSON and CSV output"}
 
 # The section whose kind selects the plugin for each kind-selected hook.
 OWNED_HOOKS = {
@@ -100,6 +112,8 @@ class Registry:
         self._lenient = lenient
         self._entries: dict[str, dict[str, Any]] = {}
         self.is_default = False  # the built-ins and installed plugins only (`default`)
+        self._raised: tuple[BaseException, str] | None = None  # the last hook error, by whom
+        pm.add_hookcall_monitoring(_ignore, self._note_raiser)
         for impl in pm.hook.stepwall_spec_kinds.get_hookimpls():  # registration order
             name = pm.get_name(impl.plugin) or "?"
             try:
@@ -117,7 +131,11 @@ class Registry:
                     self._skip_or_raise(spec.plugin, problem, lenient)
                     continue
                 fields = combined(base.fields, spec.fields, spec.fields.__name__)
-                self.kinds[key] = attrs.evolve(spec, fields=fields)
+                provides = {**base.provides, **spec.provides}
+                self.kinds[key] = attrs.evolve(spec, fields=fields, provides=provides)
+        for plugin, wrong in requirements.problems(self.kinds):
+            if plugin in {s.plugin for s in self.kinds.values()}:  # not skipped already
+                self._skip_or_raise(plugin, PluginError(wrong), lenient)
 
     # analyses, report blocks and formats are gathered on first use: a command that needs
     # none of them does not import what they import
@@ -174,6 +192,32 @@ class Registry:
             for key in [k for k, v in table.items() if getattr(v, "plugin", None) == name]:
                 del table[key]
 
+    def plugins(self) -> list[tuple[str, object]]:
+        """(name, plugin) of each registered plugin; pluggy also lists a disabled name, with
+        None for its plugin, which this leaves out."""
+        return [(n, p) for n, p in self.pm.list_name_plugin() if p is not None]
+
+    def path(self, scenario: Scenario, requirement: str) -> str | None:
+        """The spec path of ``scenario`` that provides ``requirement``
+        (`stepwall.plugin.requirements`); None for an optional one its kind does not."""
+        return requirements.path(self.kinds, scenario.kinds, requirement)
+
+    def parameter(self, scenario: Scenario, requirement: str) -> Parameter | None:
+        """The Parameter that provides ``requirement`` in ``scenario`` (None: not stated)."""
+        path = self.path(scenario, requirement)
+        return scenario.parameter(path) if path is not None else None
+
+    def required(self, scenario: Scenario, requirement: str) -> Parameter:
+        """The Parameter of a required value (the registry checked that its kinds provide
+        it); a PluginError naming the owner when the scenario has none."""
+        found = self.parameter(scenario, requirement)
+        if found is None:
+            want = requirements.REQUIREMENTS[requirement]
+            who = self.owner(want.section, scenario.kinds.get(want.section, ""))
+            raise PluginError(f"plugin {who}: section {want.section!r} of the scenario provides "
+                              f"no {requirement!r} ({want.meaning})")  # fmt: skip
+        return found
+
     # ---- calling hooks
 
     def owner(self, section: str, kind: str) -> str:
@@ -192,7 +236,7 @@ class Registry:
         uses and on plugins that own no kind; one result per plugin that returned one."""
         used = {self.owner(s, k) for s, k in scenario.kinds.items()}
         owners = {spec.plugin for spec in self.kinds.values()}
-        names = {n for n, _ in self.pm.list_name_plugin() if n in used or n not in owners}
+        names = {n for n, _ in self.plugins() if n in used or n not in owners}
         return list(self._call(hook, names, dict(scenario=scenario, **kwargs)) or [])
 
     def _call(
@@ -204,12 +248,12 @@ class Registry:
         plain = {self.pm.get_name(i.plugin) for i in impls} - wrappers
         if single is not None and single not in plain:
             return None
-        drop = [p for n, p in self.pm.list_name_plugin() if n not in names | wrappers]
+        drop = [p for n, p in self.plugins() if n not in names | wrappers]
         subset = self.pm.subset_hook_caller(hook, remove_plugins=drop)
         try:
             out = subset(**kwargs)
         except Exception as e:
-            raise self._blame(hook, names & plain, kwargs, single, e) from None
+            raise self._blame(hook, names & plain, e) from None
         if caller.spec.opts.get("firstresult"):
             if out is not None:
                 _check_result(hook, out, single or "?")
@@ -225,20 +269,28 @@ class Registry:
             raise
         return out
 
-    def _blame(
-        self, hook: str, names: set[str], kwargs: dict[str, Any], single: str | None,
-        error: Exception,
-    ) -> Exception:  # fmt: skip
-        """The error of a hook call, naming the plugin that raised it."""
-        who = single
-        if who is None:  # several plugins: find the one that raises on its own
-            for name in sorted(names):
-                try:
-                    self._call(hook, {name}, kwargs, single=name)
-                except Exception:
-                    who = name
-                    break
-        who = who or ", ".join(sorted(names))
+    def _note_raiser(
+        self, outcome: pluggy.Result[Any], hook: str, impls: Sequence[pluggy.HookImpl],
+        kwargs: Mapping[str, Any],
+    ) -> None:  # fmt: skip
+        """Hook-call monitoring: when a hook call raised, remember which plugin's
+        implementation raised it (the innermost of its frames in the traceback)."""
+        error = outcome.exception
+        if error is None:
+            return
+        who, tb = None, error.__traceback__
+        while tb is not None:
+            mine = sorted({i.plugin_name for i in impls if _runs(tb.tb_frame, i.function)})
+            who = ", ".join(mine) or who
+            tb = tb.tb_next
+        if who is not None:
+            self._raised = (error, who)
+
+    def _blame(self, hook: str, names: set[str], error: Exception) -> Exception:
+        """The error of a hook call, naming the plugin that raised it (hook-call monitoring
+        saw which; else every plugin the call reached)."""
+        raised, self._raised = self._raised, None
+        who = raised[1] if raised and raised[0] is error else ", ".join(sorted(names))
         if isinstance(error, DimensionError):
             return error if error.plugin else error.located(term=error.term, plugin=who)
         if isinstance(error, StepwallError):
@@ -253,7 +305,7 @@ class Registry:
         """Each plugin: name, version, the kinds and entries it declares, the hooks it
         implements and how long it took to import."""
         rows = []
-        for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda np: np[0]):
+        for name, plugin in sorted(self.plugins(), key=lambda np: np[0]):
             hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or () if h.name != "_")
             kinds = sorted(f"{s}:{k}" for (s, k), spec in self.kinds.items() if spec.plugin == name)
             row: dict[str, Any] = {
@@ -300,7 +352,25 @@ class Registry:
 
     def versions(self) -> tuple[tuple[str, str], ...]:
         """Every plugin with its version: part of what a cached model depends on."""
-        return tuple(sorted((n, _version_of(p)) for n, p in self.pm.list_name_plugin()))
+        return tuple(sorted((n, _version_of(p)) for n, p in self.plugins()))
+
+
+def _runs(frame: types.FrameType, fn: Any) -> bool:
+    """Whether ``frame`` runs ``fn``: its code, and for a closure its free variables (two
+    plugins made by one factory share the code)."""
+    code = getattr(fn, "__code__", None)
+    if frame.f_code is not code:
+        return False
+    try:
+        cells = [c.cell_contents for c in fn.__closure__ or ()]
+    except ValueError:  # an empty cell
+        return True
+    seen = frame.f_locals
+    return all(seen.get(v, c) is c for v, c in zip(code.co_freevars, cells, strict=True))
+
+
+def _ignore(hook: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
+    """Hook-call monitoring before a call: nothing to do."""
 
 
 class _Guarded:
@@ -516,19 +586,26 @@ def _dist_names() -> dict[str, str]:
     return out
 
 
-def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registry:
+def build(
+    extra: Iterable[object] = (), autoload: bool | None = None, disable: Iterable[str] | None = None
+) -> Registry:
     """A fresh registry: built-ins, entry points (unless disabled), then ``extra``.
 
-    An entry point that fails to load or to register is skipped and recorded in
-    `Registry.problems`; a built-in or an ``extra`` plugin that fails raises `PluginError`.
+    ``disable`` names plugins not to register, built-in or installed (like pytest's
+    ``-p no:NAME``); None reads STEPWALL_DISABLE_PLUGINS (comma-separated). An entry point
+    that fails to load or to register is skipped and recorded in `Registry.problems`; a
+    built-in or an ``extra`` plugin that fails raises `PluginError`.
     """
     pm = pluggy.PluginManager("stepwall")
     pm.add_hookspecs(hookspecs)
-    # import times of installed plugins only: the built-ins' are the framework's own (and
-    # timing them would make output depend on how busy the machine is)
-    seconds: dict[str, float] = {}
+    for name in disabled() if disable is None else disable:
+        if name in REQUIRED_BUILTINS:
+            raise PluginError(f"plugin {name}: cannot be disabled: {REQUIRED_BUILTINS[name]} "
+                              "needs it")  # fmt: skip
+        pm.set_blocked(name)
     for name, modname in BUILTIN_PLUGINS.items():
-        pm.register(importlib.import_module(modname), name=name)
+        if not pm.is_blocked(name):
+            pm.register(importlib.import_module(modname), name=name)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
@@ -536,39 +613,59 @@ def build(extra: Iterable[object] = (), autoload: bool | None = None) -> Registr
     if autoload is None:
         autoload = not env_flag(DISABLE_ENV)
     problems: dict[str, str] = {}
-    lenient: set[str] = set()
+    seconds: dict[str, float] = {}
     if autoload:
-        builtins = set(BUILTIN_PLUGINS)
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name in builtins:
-                problems[ep.name] = f"plugin {ep.name}: the name is a built-in plugin's"
-            if pm.get_plugin(ep.name) is not None or ep.name in problems:
-                continue
-            start = time.perf_counter()
-            try:
-                plugin = ep.load()
-                seconds[ep.name] = time.perf_counter() - start
-            except (Exception, SystemExit) as e:  # an import that exits takes nothing down
-                problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
-                continue
-            if pm.is_registered(plugin):
-                continue
-            try:
-                _register(pm, plugin, ep.name)
-            except PluginError as e:
-                problems[ep.name] = str(e)
-                continue
-            if not pm.get_hookcallers(plugin):
-                pm.unregister(plugin)
-                kind = type(plugin).__name__
-                problems[ep.name] = (f"plugin {ep.name}: entry point {ep.value} is a {kind} "
-                                     "with no @hookimpl function")  # fmt: skip
-                continue
-            lenient.add(ep.name)
+        _load_entry_points(pm, problems, seconds)
+    lenient = frozenset(seconds) - set(problems)
     for plugin in extra:
         if not pm.is_registered(plugin):
             _register(pm, plugin, getattr(plugin, "__name__", None))
-    return Registry(pm, problems, frozenset(lenient), seconds)
+    return Registry(pm, problems, lenient, seconds)
+
+
+def disabled() -> tuple[str, ...]:
+    """The plugin names STEPWALL_DISABLE_PLUGINS lists (comma-separated, blanks ignored)."""
+    return tuple(n.strip() for n in os.environ.get(DISABLED_ENV, "").split(",") if n.strip())
+
+
+def _load_entry_points(
+    pm: pluggy.PluginManager, problems: dict[str, str], seconds: dict[str, float]
+) -> None:
+    """Load and register the entry points of group ``stepwall`` through pluggy, one at a time
+    so that one that fails is skipped and recorded in ``problems`` (the others load);
+    ``seconds``: how long each loaded one took (the built-ins' are the framework's own, and
+    timing them would make output depend on how busy the machine is)."""
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in BUILTIN_PLUGINS:
+            problems[ep.name] = f"plugin {ep.name}: the name is a built-in plugin's"
+        if pm.has_plugin(ep.name) or pm.is_blocked(ep.name) or ep.name in problems:
+            continue
+        start = time.perf_counter()
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=ep.name)
+        except pluggy.PluginValidationError as e:  # loaded, refused by register
+            problems[ep.name] = f"plugin {ep.name}: cannot register: {_folded(e)}"
+            continue
+        except ValueError as e:  # the same object under another entry point: once is enough
+            if "already registered" not in str(e):
+                problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
+            continue
+        except (Exception, SystemExit) as e:  # an import that exits takes nothing down
+            problems[ep.name] = f"plugin {ep.name}: cannot load entry point {ep.value}: {e!r}"
+            continue
+        seconds[ep.name] = time.perf_counter() - start
+        plugin = pm.get_plugin(ep.name)
+        try:
+            pm.check_pending()
+        except pluggy.PluginValidationError as e:
+            pm.unregister(plugin)
+            problems[ep.name] = f"plugin {ep.name}: {_folded(e)}"
+            continue
+        if not pm.get_hookcallers(plugin):
+            pm.unregister(plugin)
+            kind = type(plugin).__name__
+            problems[ep.name] = (f"plugin {ep.name}: entry point {ep.value} is a {kind} "
+                                 "with no @hookimpl function")  # fmt: skip
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None) -> None:
@@ -590,13 +687,15 @@ def _folded(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
-_DEFAULT: list[Registry] = []
+_DEFAULT: dict[tuple[str, ...], Registry] = {}
 
 
-def default() -> Registry:
-    """The registry of the built-ins and installed plugins, built on first use (the command
-    line and the library's defaults use it; pass a registry explicitly to use another)."""
-    if not _DEFAULT:
-        _DEFAULT.append(build())
-        _DEFAULT[0].is_default = True
-    return _DEFAULT[0]
+def default(disable: Iterable[str] | None = None) -> Registry:
+    """The registry of the built-ins and installed plugins, less those ``disable`` names (None:
+    those STEPWALL_DISABLE_PLUGINS names), built on first use (the command line and the
+    library's defaults use it; pass a registry explicitly to use another)."""
+    names = tuple(sorted(set(disabled() if disable is None else disable)))
+    if names not in _DEFAULT:
+        _DEFAULT[names] = build(disable=names)
+        _DEFAULT[names].is_default = True
+    return _DEFAULT[names]

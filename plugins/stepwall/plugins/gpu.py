@@ -127,7 +127,15 @@ class Roof:
 
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
-    kinds = [KindSpec("hardware", "gpu", Gpu, "a GPU: rooflines per precision, kernel floors")]
+    kinds = [
+        KindSpec(
+            "hardware",
+            "gpu",
+            Gpu,
+            "a GPU: rooflines per precision, kernel floors",
+            provides={"device_memory": "memory_capacity", "board_power": "board_power"},
+        )
+    ]
     for p in PRECISIONS:  # bf16 is required; an absent fp8/fp4/int8 section: no such cores
         kinds.append(KindSpec(f"hardware.{p}", "roof", Roof, f"{p} tensor cores",
                               default=p == "bf16"))  # fmt: skip

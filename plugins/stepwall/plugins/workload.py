@@ -109,7 +109,16 @@ def stepwall_spec_kinds() -> list[KindSpec]:
             "aggregated serving: in-flight batching with chunked prefill",
         ),
         KindSpec("workload", "prefill", Prefill, "a prefill pool: C prompts per step"),
-        KindSpec("cluster", "cluster", ClusterSpec, "nodes × GPUs per node; networks below", True),
+        KindSpec(
+            "cluster",
+            "cluster",
+            ClusterSpec,
+            "nodes × GPUs per node; networks below",
+            True,
+            provides={
+                name: name for name in ("nodes", "gpus_per_node", "pue", "price_per_gpu_hour")
+            },
+        ),
     ]
 
 

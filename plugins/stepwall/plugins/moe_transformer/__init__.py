@@ -1,0 +1,80 @@
+"""Model kind ``moe-transformer``: per-step bytes and FLOPs of an MoE (or dense) decoder.
+
+Work per GPU under a layout (TP over ``tp`` ranks, experts over ``ep`` ranks, attention
+data-parallel over ``ep``), summed over layers. Each law is one function; precisions are
+per component (e.g. INT4 experts, BF16 attention). Architecture fields follow the
+Hugging Face config names of DeepSeek-V3 / Kimi K2. The hooks are here; the work is split by
+concern: `spec` (the fields), `work` (one pass being costed), `attention`, `dense`, `moe`
+(with MTP drafting) and `constraints`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sympy as sp
+
+from stepwall.core.fields import KindSpec
+from stepwall.core.scenario import Scenario
+from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
+from stepwall.plugin.hookspecs import hookimpl
+from stepwall.plugins.moe_plateau import ANALYSIS
+from stepwall.plugins.moe_transformer.attention import Attention, add_attention, kv_transfer
+from stepwall.plugins.moe_transformer.constraints import layout_constraints
+from stepwall.plugins.moe_transformer.dense import add_dense, dense_weights, tp_allreduce
+from stepwall.plugins.moe_transformer.moe import add_moe, draft_ops
+from stepwall.plugins.moe_transformer.spec import PLUGIN, MoeTransformer
+from stepwall.plugins.moe_transformer.work import Pass
+
+if TYPE_CHECKING:
+    from stepwall.plugin.entries import Analysis
+
+__all__ = ["PLUGIN", "MoeTransformer"]
+
+
+@hookimpl
+def stepwall_spec_kinds() -> list[KindSpec]:
+    return [
+        KindSpec(
+            "model",
+            "moe-transformer",
+            MoeTransformer,
+            "decoder-only transformer with MoE (or dense, n_experts = 0) FFNs",
+        )
+    ]
+
+
+@hookimpl
+def stepwall_model_work(
+    scenario: Scenario, decoding: Decoding, layout: Layout, step: Step, engine: Engine
+) -> Workload:
+    """The per-GPU work of ``step``: attention, the dense side, MoE layers, TP all-reduces,
+    MTP drafting in decode, and the prompt's KV cache sent to a decode pool."""
+    p = Pass(scenario, layout, step, engine)
+    att = Attention.of(p)
+    add_attention(p, att)
+    add_dense(p)
+    parts = {"attention": p.m.n_layers * att.params * p.m.attention_bits, **dense_weights(p)}
+    if p.has_moe:
+        parts |= add_moe(p)
+    p.collectives.append(tp_allreduce(p))
+    if decoding.draft_passes != 0 and step.name == "decode":
+        p.ops += draft_ops(p, decoding, att)
+    if step.kv_transfer != 0:
+        p.collectives.append(kv_transfer(p, att))
+    weights = sp.Add(*parts.values())
+    return Workload(
+        tuple(p.ops), tuple(p.collectives), weights, att.resident_kv(p), p.m.n_layers, parts
+    )
+
+
+@hookimpl
+def stepwall_constraints(scenario: Scenario, layout: Layout) -> list[Constraint]:
+    return layout_constraints(scenario, layout)
+
+
+@hookimpl
+def stepwall_analyses() -> list[Analysis]:
+    """The EP plateau (`stepwall.plugins.moe_plateau`), imported only when analyses are."""
+
+    return [ANALYSIS]

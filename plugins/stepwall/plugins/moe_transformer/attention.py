@@ -1,0 +1,154 @@
+"""Attention of ``moe-transformer``: MLA or GQA projections, the attention kernel over the KV
+cache (sliding-window layers see at most W tokens of it), the cache's bytes, and what the
+attention laws assume of the architecture."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import sympy as sp
+
+from stepwall.core.laws import (
+    gqa_kv_bytes,
+    gqa_params,
+    gqa_score_flops,
+    mla_kv_bytes,
+    mla_params,
+    mla_prompt_score_flops,
+    mla_score_flops,
+)
+from stepwall.core.terms import Collective, Constraint, Op
+from stepwall.plugins.moe_transformer.spec import PLUGIN
+from stepwall.plugins.moe_transformer.work import Pass
+
+# GEMM kernels per layer of each attention type (the engine adds norms, RoPE, quantisation):
+# MLA: fused q_a/kv_a down-projection, q_b, the absorbed k_b (UK) and v_b (UV), o;
+# GQA: fused qkv, o (DeepSeek-V2 §2.1; TensorRT-LLM blog 1 lists the same five MLA GEMMs).
+ATTENTION_GEMMS = {"mla": 5, "gqa": 2}
+
+# MLA's dimensions, each ≥ 1 where `mla_params`, `mla_kv_bytes` and the score laws use them:
+# a zero would silently drop a projection (r_q = 0: no query at all) or the cached latent.
+MLA_DIMS = {
+    "q_lora_rank": "MLA projects queries through a latent of r_q ≥ 1 dimensions (q_a, q_b)",
+    "kv_lora_rank": "MLA caches a KV latent of r_kv ≥ 1 dimensions",
+    "qk_nope_head_dim": "each MLA head has d_nope ≥ 1 non-rotary query/key dimensions",
+    "qk_rope_head_dim": "MLA keys carry a decoupled rotary part of d_rope ≥ 1 dimensions",
+    "v_head_dim": "each MLA head has d_v ≥ 1 value dimensions",
+}
+
+
+@attrs.frozen
+class Attention:
+    """The attention laws of one model under TP: replicated and split projection weights per
+    GPU, KV bytes per token per layer, and score FLOPs per query per KV token (decode
+    queries in absorbed form, prompt queries in expanded, multi-head form)."""
+
+    m: Any
+    rep: sp.Expr
+    split: sp.Expr
+    kv_token: sp.Expr
+    score: Callable[[sp.Expr], sp.Expr]
+    prompt_score: Callable[[sp.Expr], sp.Expr]
+
+    @classmethod
+    def of(cls, p: Pass) -> Attention:
+        m, tp = p.m, p.layout.tp
+        if p.spec.attention == "mla":
+            rep, split = mla_params(m.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim,
+                                    m.qk_rope_head_dim, m.v_head_dim, m.n_heads, tp)  # fmt: skip
+            kv_token = mla_kv_bytes(m.kv_lora_rank, m.qk_rope_head_dim, m.kv_bits)
+
+            def score(ctx: sp.Expr) -> sp.Expr:
+                return mla_score_flops(m.kv_lora_rank, m.qk_rope_head_dim, m.n_heads, tp, ctx)
+
+            def prompt_score(ctx: sp.Expr) -> sp.Expr:
+                return mla_prompt_score_flops(m.qk_nope_head_dim, m.qk_rope_head_dim,
+                                              m.v_head_dim, m.n_heads, tp, ctx)  # fmt: skip
+
+            return cls(m, rep, split, kv_token, score, prompt_score)
+        rep, split = gqa_params(m.hidden, m.n_heads, m.n_kv_heads, m.head_dim, tp)
+        kv_token = gqa_kv_bytes(m.n_kv_heads, m.head_dim, tp, m.kv_bits)
+
+        def gqa_score(ctx: sp.Expr) -> sp.Expr:
+            return gqa_score_flops(m.head_dim, m.n_heads, tp, ctx)
+
+        return cls(m, rep, split, kv_token, gqa_score, gqa_score)
+
+    @property
+    def params(self) -> sp.Expr:
+        """Projection weights per GPU per layer."""
+        return self.rep + self.split
+
+    def attended(self, ctx: sp.Expr) -> sp.Expr:
+        """Layer-tokens of KV one query attends to over all layers: L − L_w full layers, L_w
+        at a window of at most W tokens."""
+        m = self.m
+        return (m.n_layers - m.sliding_layers) * ctx + m.sliding_layers * sp.Min(
+            ctx, m.sliding_window
+        )
+
+    def resident_kv(self, p: Pass) -> sp.Expr:
+        """KV-cache bytes per GPU: the busiest rank's users, each with its whole context."""
+        step = p.step
+        return (
+            step.users_per_rank
+            * self.attended(step.context + step.tokens_per_user)
+            * (self.kv_token)
+        )
+
+
+def add_attention(p: Pass, att: Attention) -> None:
+    """The projections, then the attention kernel over the KV cache: each user's tokens attend
+    to its cached context plus, on average, half of its own new tokens."""
+    m, spec, step = p.m, p.spec, p.step
+    p.gemm("attention.projections", m.n_layers * att.params, m.attention_bits, step.tokens_rank,
+           "attention", "attention projections (weights read once per step)",
+           ATTENTION_GEMMS[spec.attention] * m.n_layers, spec.attention_math)  # fmt: skip
+    attended, kv_token = att.attended, att.kv_token
+    decode_ctx = step.context + step.tokens_per_user / 2
+    prompt_ctx = step.tokens_per_user / 2 if p.prefill else step.prefill_context
+    users_rank = step.users_per_rank
+    kv_read = users_rank * attended(step.context + step.tokens_per_user) * kv_token
+    kv_read += step.prefill_tokens_rank * m.n_layers * kv_token  # new prompt KV written
+    # prompt tokens attend in expanded (multi-head) form, decode tokens in absorbed form
+    score = att.prompt_score(1) if p.prefill else att.score(1)
+    flops = users_rank * step.tokens_per_user * score * attended(decode_ctx)
+    flops += step.prefill_tokens_rank * att.prompt_score(1) * attended(prompt_ctx)
+    one_user = attended(step.context + step.tokens_per_user) * kv_token  # its own KV, in order
+    # KV tokens per query per layer, averaged over the pass's queries (its compute ramp)
+    queries = users_rank * step.tokens_per_user + step.prefill_tokens_rank
+    per_query = (
+        users_rank * step.tokens_per_user * attended(decode_ctx)
+        + step.prefill_tokens_rank * attended(prompt_ctx)
+    ) / (queries * m.n_layers)
+    p.ops.append(Op("attention.core", kv_read, flops, PLUGIN,
+                    "attention over the KV cache: context S and each user's new tokens",
+                    "attention", p.batches * m.n_layers, p.lane, "attention",
+                    spec.attention_core_math, per_query, one_user))  # fmt: skip
+
+
+def kv_transfer(p: Pass, att: Attention) -> Collective:
+    """The prompt's KV cache, sent to a decode pool (disaggregated serving)."""
+    return Collective("comm.kv_transfer", "send", sp.Integer(2),
+                      att.attended(p.step.kv_transfer) * att.kv_token, sp.Integer(1), PLUGIN,
+                      "the prompt's KV cache to the decode pool")  # fmt: skip
+
+
+def head_constraints(m: Any, spec: Any) -> list[Constraint]:
+    """What the attention laws assume of the heads: GQA's query heads in equal groups per KV
+    head (`gqa_params`, `gqa_kv_bytes`), or MLA's dimensions each at least one."""
+    if spec.attention == "gqa":
+        return [
+            Constraint("kv_heads_within_heads", m.n_kv_heads <= m.n_heads,
+                       "each KV head serves one or more query heads",
+                       ("model.n_kv_heads", "model.n_heads"), PLUGIN),
+            Constraint("kv_heads_group_heads", sp.Eq(sp.Mod(m.n_heads, m.n_kv_heads), 0),
+                       "query heads form equal groups, one per KV head",
+                       ("model.n_kv_heads", "model.n_heads"), PLUGIN),
+        ]  # fmt: skip
+    return [
+        Constraint(f"mla_{name}_positive", getattr(m, name) >= 1, why, (f"model.{name}",), PLUGIN)
+        for name, why in MLA_DIMS.items()
+    ]

@@ -1,0 +1,103 @@
+"""MoE layers of ``moe-transformer``: the router, routed experts (those a step hits, on the
+most loaded EP rank), shared experts, expert dispatch and combine over EP, the weights they
+hold per GPU, and MTP drafting (one MoE layer per draft module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from stepwall.core.laws import FLOPS_PER_MAC, expected_distinct_experts, ffn_params, shard
+from stepwall.core.scenario import Scenario
+from stepwall.core.terms import Collective, Decoding, Op
+from stepwall.plugins.moe_transformer.attention import ATTENTION_GEMMS, Attention
+from stepwall.plugins.moe_transformer.spec import PLUGIN
+from stepwall.plugins.moe_transformer.work import Pass
+
+
+def _expert(m: Any, tp: sp.Expr) -> sp.Expr:
+    """Weights of one expert per GPU."""
+    return ffn_params(m.hidden, m.expert_intermediate) * shard(m.expert_intermediate, tp)
+
+
+def add_moe(p: Pass) -> dict[str, sp.Expr]:
+    """The MoE layers' ops and collectives; returns their weight bytes per GPU."""
+    m, spec, layout, step = p.m, p.spec, p.layout, p.step
+    tokens, tokens_rank, n_moe, batches = step.tokens, step.tokens_rank, p.n_moe, p.batches
+    ep = layout.ep
+    expert = _expert(m, layout.tp)
+    # experts a micro-batch hits (each micro-batch streams its own)
+    hit = batches * expected_distinct_experts(m.n_experts, m.experts_per_token, tokens / batches)
+    per_gpu_hit = layout.imbalance * hit / ep
+    picks_gpu = layout.imbalance * tokens * m.experts_per_token / ep  # token-expert pairs
+    rows = picks_gpu / per_gpu_hit  # tokens per expert per micro-batch the GPU runs
+    shared_lane = ("shared/compute" if p.engine.overlap_shared_experts and not p.tbo
+                   else p.experts_lane)  # fmt: skip
+    p.ops.append(Op("moe.routed_experts", n_moe * per_gpu_hit * expert * m.expert_bits,
+                    n_moe * expert * picks_gpu * FLOPS_PER_MAC, PLUGIN,
+                    "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
+                    "moe", batches * n_moe, p.experts_lane, "grouped_gemm", spec.expert_math,
+                    rows))  # fmt: skip
+    if spec.n_shared_experts > 0:
+        p.gemm("moe.shared_experts", n_moe * m.n_shared_experts * expert, m.shared_expert_bits,
+               tokens_rank, "moe", "shared experts (every token)", 2 * n_moe,
+               spec.shared_expert_math, overlap=shared_lane)  # fmt: skip
+    p.gemm("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
+           "dense", "router logits", n_moe, "bf16")  # fmt: skip
+    slots = (m.n_experts + layout.redundant_experts) / ep
+    # the busiest rank sends its tokens' k copies (imbalance: it also receives the most)
+    sent = layout.imbalance * tokens_rank / batches * m.experts_per_token * m.hidden
+    per_domain = _ranks_per_domain(p.scenario, layout.tp, ep)
+    combine_lane = "tbo.attention/comm" if p.tbo else ""
+    dispatch_lane = ("shared/comm" if shared_lane.startswith("shared")
+                     else "tbo.experts/comm" if p.tbo else "")  # fmt: skip
+    p.collectives += [
+        Collective("comm.ep_dispatch", "all_to_all", ep, sent * m.dispatch_bits,
+                   batches * n_moe, PLUGIN, "tokens sent to their experts' ranks",
+                   dispatch_lane, per_domain),
+        Collective("comm.ep_combine", "all_to_all", ep, sent * m.activation_bits,
+                   batches * n_moe, PLUGIN, "expert outputs returned to their tokens' ranks",
+                   combine_lane, per_domain),
+    ]  # fmt: skip
+    return {
+        "routed_experts": n_moe * slots * expert * m.expert_bits,
+        "shared_experts": n_moe * m.n_shared_experts * expert * m.shared_expert_bits,
+        "router": n_moe * m.hidden * m.n_experts * m.attention_bits,
+    }
+
+
+def _ranks_per_domain(scenario: Scenario, tp: sp.Expr, ep: sp.Expr) -> sp.Expr:
+    """EP ranks that share one scale-up domain: TP groups are placed first, so a domain of D
+    GPUs holds D/tp of them (at least one)."""
+    domain = scenario.params.cluster.scale_up.domain_size
+    return sp.Min(ep, sp.Max(1, sp.floor(domain / tp)), evaluate=False)
+
+
+def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
+    """An MTP module's passes: ``draft_passes`` × (its decoder layers at one token per user,
+    then the shared LM head), every weight read once per pass (DeepSeek-V3 §2.2: one full
+    MoE layer per module, reused for each draft by TensorRT-LLM's "MTP Eagle")."""
+    m, spec, tp = p.m, p.spec, p.layout.tp
+    users, context = p.step.users_per_rank, p.step.context
+    passes, layers = decoding.draft_passes, decoding.draft_layers
+    expert = _expert(m, tp)
+    touched = expected_distinct_experts(m.n_experts, m.experts_per_token, users)
+    experts = layers * (touched + m.n_shared_experts) * expert
+    head = m.vocab * m.hidden * shard(m.vocab, tp)
+    why = "MTP draft module: one pass per draft token"
+
+    def op(name: str, params: sp.Expr, bits: sp.Expr, kernels: sp.Expr, kind: str,
+           math: str) -> Op:  # fmt: skip
+        return Op(name, passes * params * bits, passes * params * users * FLOPS_PER_MAC, PLUGIN,
+                  why, "spec", passes * kernels, "", kind, math, users)  # fmt: skip
+
+    return [
+        op("draft.attention", layers * att.params, m.attention_bits,
+           layers * ATTENTION_GEMMS[spec.attention], "gemm", spec.attention_math),
+        Op("draft.attention_core", passes * users * layers * context * att.kv_token,
+           sp.Integer(0), PLUGIN, why, "spec", passes * layers, "", "attention",
+           spec.attention_core_math),
+        op("draft.experts", experts, m.expert_bits, layers, "grouped_gemm", spec.expert_math),
+        op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math),
+    ]  # fmt: skip

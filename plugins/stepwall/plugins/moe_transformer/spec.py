@@ -1,0 +1,77 @@
+"""The fields of model kind ``moe-transformer``: the architecture, named after the Hugging Face
+config of DeepSeek-V3 / Kimi K2, with a precision (bits) and a math per component."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from stepwall.core.fields import choice, quantity
+from stepwall.core.terms import PRECISIONS
+
+PLUGIN = "moe_transformer"
+
+
+def _count(doc: str, latex: str, **kw: Any) -> Any:
+    return quantity("dimensionless", doc, latex=latex, integer=True, **kw)
+
+
+def _zero_ok(doc: str, latex: str) -> Any:
+    return quantity(
+        "dimensionless", doc, latex=latex, integer=True, minimum=0, inclusive=True, default=0
+    )
+
+
+def _bits(doc: str, latex: str) -> Any:
+    return quantity("information", doc, latex=latex)
+
+
+def _math(doc: str) -> Any:
+    return choice(PRECISIONS, doc, default="bf16")
+
+
+@attrs.frozen
+class MoeTransformer:
+    """The fields of a ``moe-transformer`` model section."""
+
+    n_layers: int = _count("decoder layers", "L")
+    n_dense_layers: int = _zero_ok(
+        "leading layers with a dense FFN (first_k_dense_replace)", "L_{d}"
+    )
+    hidden: int = _count("hidden size", "h")
+    dense_intermediate: int = _count("dense FFN intermediate size", "I_{d}")
+    n_experts: int = _zero_ok("routed experts per MoE layer", "E")
+    experts_per_token: int = _zero_ok("routed experts each token uses (top-k)", "k")
+    n_shared_experts: int = _zero_ok("shared experts per MoE layer", "E_{s}")
+    expert_intermediate: int = _count("expert FFN intermediate size", "I_{e}", default=1)
+    attention: str = choice(("mla", "gqa"), "attention type", default="mla")
+    n_heads: int = _count("attention heads", "H")
+    n_kv_heads: int = _count("KV heads (GQA)", "H_{kv}", default=1)
+    head_dim: int = _count("head dimension (GQA)", "d_{h}", default=128)
+    q_lora_rank: int = _zero_ok("MLA query low-rank dimension", "r_{q}")
+    kv_lora_rank: int = _zero_ok("MLA latent KV dimension", "r_{kv}")
+    qk_nope_head_dim: int = _zero_ok("MLA non-rotary query/key head dimension", "d_{nope}")
+    qk_rope_head_dim: int = _zero_ok("MLA rotary head dimension", "d_{rope}")
+    v_head_dim: int = _zero_ok("MLA value head dimension", "d_{v}")
+    vocab: int = _count("vocabulary size", "V")
+    sliding_window: int = _zero_ok(
+        "tokens a sliding-window layer attends to (0: no sliding-window layers)", "W"
+    )
+    sliding_layers: int = _zero_ok("layers with a sliding window (gpt-oss: every other)", "L_{w}")
+    expert_bits: float = _bits("bits per routed-expert weight", "b_{e}")
+    shared_expert_bits: float = _bits("bits per shared-expert weight", "b_{se}")
+    attention_bits: float = _bits("bits per attention (and router) weight", "b_{attn}")
+    dense_bits: float = _bits("bits per dense-FFN weight", "b_{d}")
+    embedding_bits: float = _bits("bits per embedding / LM-head weight", "b_{emb}")
+    kv_bits: float = _bits("bits per KV-cache element", "b_{kv}")
+    activation_bits: float = _bits("bits per activation element (all-reduce, combine)", "b_{act}")
+    dispatch_bits: float = _bits("bits per element sent in expert dispatch", "b_{disp}")
+    expert_math: str = _math("math of the routed-expert GEMMs (INT4 W4A16: bf16; NVFP4: fp4)")
+    shared_expert_math: str = _math("math of the shared-expert GEMMs")
+    attention_math: str = _math("math of the attention projections and router")
+    dense_math: str = _math("math of the dense-FFN GEMMs")
+    embedding_math: str = _math("math of the LM head")
+    attention_core_math: str = choice(
+        ("bf16", "fp8"), "math of the attention kernel (fp8 with an FP8 KV cache)", default="bf16"
+    )
