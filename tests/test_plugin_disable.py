@@ -114,3 +114,37 @@ def test_a_failing_hook_is_named_without_calling_it_again(order: str) -> None:
         "plugin probe_bad: stepwall_fixed_terms raised ZeroDivisionError: division by zero"
     )
     assert calls.count("probe_bad") == 1 and calls.count("probe_good") <= 1, calls
+
+
+# ---------------------------------------------------------------- -p no:NAME on the command line
+
+
+def test_dash_p_no_name_runs_without_that_plugin() -> None:
+    full = run_cli("plugins", "--json", STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
+    less = run_cli("-p", "no:analyses", "-pno:report_blocks", "plugins", "--json",
+                   STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")  # fmt: skip
+    assert full.returncode == less.returncode == 0, less.stderr
+    names = {row["name"] for row in json.loads(full.stdout)}
+    assert {"analyses", "report_blocks"} <= names
+    assert names - {row["name"] for row in json.loads(less.stdout)} == {"analyses", "report_blocks"}
+
+
+def test_dash_p_adds_to_the_environment_variable() -> None:
+    env = {"STEPWALL_DISABLE_PLUGINS": "report_blocks", "STEPWALL_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    out = run_cli("-p", "no:analyses", "plugins", "--json", **env)
+    names = {row["name"] for row in json.loads(out.stdout)}
+    assert out.returncode == 0 and not names & {"analyses", "report_blocks"}
+
+
+@pytest.mark.parametrize("value", ["gpu", "no:", "yes:gpu"])
+def test_dash_p_takes_only_no_name(value: str) -> None:
+    out = run_cli("-p", value, "eval", BASE)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("stepwall: error: -p:") and "no:NAME" in out.stderr
+    assert len(out.stderr.splitlines()) == 1
+
+
+def test_a_scenario_whose_kind_a_disabled_plugin_owns_is_one_line() -> None:
+    out = run_cli("-p", "no:gpu", "eval", BASE, STEPWALL_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1
+    assert "hardware" in out.stderr

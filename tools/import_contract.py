@@ -6,7 +6,9 @@ may import a module of its own layer or of a layer below; the built-in plugins
 (``stepwall.plugins``) may import core up to analyses; nothing in the core imports a built-in
 plugin. Every import counts: at module level, inside a function, under ``TYPE_CHECKING``. The
 module graph has no cycle. An import inside a function is allowed only for a heavy optional
-library (`LAZY`), with a comment on its line or the line above saying why.
+library (`LAZY`), with a comment on its line or the line above saying why. A module loaded by
+name (``importlib.import_module("stepwall....")``) counts as an import too; only the command
+line's dispatcher (`BY_NAME`) loads modules so, each command's module when it runs.
 
 Run: python tools/import_contract.py   (exit 1 when the contract is broken)
 """
@@ -32,6 +34,12 @@ LAZY = ("matplotlib", "mpl_toolkits", "cycler", "scipy", "pyarrow", "distributed
 # numpy, only in the modules a cached `stepwall eval` runs, which prints one point in plain
 # Python (`stepwall.cli.cached_eval`): importing numpy would be most of its start-up
 LAZY_ONLY_IN = {"numpy": ("stepwall.numeric.compiled", "stepwall.io.formats")}
+# modules that load others by name: the command line's dispatcher (a command's module, the
+# cached eval and the registry load when the command needs them, so that `stepwall --help`
+# and a repeated eval start without sympy)
+BY_NAME = ("stepwall.cli",)
+# libraries only one layer may import: the command line's parser
+ONLY_IN_LAYER = {"argparse": "cli"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class Import:
     in_function: bool
     type_checking: bool
     commented: bool
+    by_name: bool = False  # importlib.import_module("stepwall....")
 
 
 @dataclass
@@ -74,9 +83,16 @@ class Report:
 
         def ok(i: Import) -> bool:
             top = i.target.split(".")[0]
+            if i.by_name:
+                return i.source in BY_NAME
             return i.commented and (top in LAZY or i.source in LAZY_ONLY_IN.get(top, ()))
 
         return [i for i in self.imports if i.in_function and not ok(i)]
+
+    def confined(self) -> list[Import]:
+        """Imports of a library outside the one layer that may import it (`ONLY_IN_LAYER`)."""
+        return [i for i in self.imports if i.target in ONLY_IN_LAYER
+                and self.layer(i.source) != ONLY_IN_LAYER[i.target]]  # fmt: skip
 
     def cycles(self) -> list[list[str]]:
         """The strongly connected components of more than one module (Tarjan), each sorted."""
@@ -143,6 +159,12 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> Iterator[Impo
                 for alias in child.names:
                     yield Import(module, _resolve(alias.name, modules), child.lineno, f, t,
                                  commented(child.lineno))  # fmt: skip
+            elif isinstance(child, ast.Call) and _by_name(child) is not None:
+                target = _resolve(str(_by_name(child)), modules).rstrip(".")
+                while target not in modules and "." in target:  # f"stepwall.cli.{name}"
+                    target = target.rpartition(".")[0]
+                if target != module:
+                    yield Import(module, target, child.lineno, f, t, True, by_name=True)
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -154,6 +176,21 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> Iterator[Impo
             yield from walk(child, f, t)
 
     yield from walk(ast.parse(text), False, False)
+
+
+def _by_name(call: ast.Call) -> str | None:
+    """The module ``importlib.import_module(...)`` loads, when its name starts with a literal
+    ``stepwall`` (an f-string: its literal prefix), else None."""
+    fn = call.func
+    named = isinstance(fn, ast.Attribute) and fn.attr == "import_module"
+    if not named or not call.args:
+        return None
+    arg = call.args[0]
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        arg = arg.values[0]
+    if isinstance(arg, ast.Constant) and str(arg.value).startswith("stepwall"):
+        return str(arg.value)
+    return None
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str:
@@ -179,12 +216,16 @@ def main() -> int:
           + f"; plugins ({counts['plugins']}) see {', '.join(PLUGINS_SEE)}")  # fmt: skip
     print(f"{len(r.modules)} modules, {len(internal)} imports between them "
           f"({sum(i.in_function for i in internal)} inside functions, "
-          f"{sum(i.type_checking for i in internal)} under TYPE_CHECKING)")  # fmt: skip
-    lazy_ok = [i for i in r.imports if i.in_function and i not in r.lazy()]
+          f"{sum(i.type_checking for i in internal)} under TYPE_CHECKING, "
+          f"{sum(i.by_name for i in internal)} by name in {', '.join(BY_NAME)}: "
+          f"{', '.join(sorted({i.target for i in internal if i.by_name}))})")  # fmt: skip
+    lazy_ok = [i for i in r.imports if i.in_function and not i.by_name and i not in r.lazy()]
     print(f"imports inside functions of heavy optional libraries: {len(lazy_ok)} "
           f"({', '.join(sorted({i.target for i in lazy_ok}))})")  # fmt: skip
     bad = 0
-    for name, found in (("upward imports", r.upward()), ("imports inside functions", r.lazy())):
+    checks = (("upward imports", r.upward()), ("imports inside functions", r.lazy()),
+              ("imports of a library outside its layer", r.confined()))  # fmt: skip
+    for name, found in checks:
         print(f"{name} breaking the contract: {len(found)}")
         for i in found:
             print(f"  {r.modules[i.source].relative_to(ROOT)}:{i.line}: {i.source} "

@@ -12,9 +12,10 @@ The supported API (docs/api.md); everything else under ``stepwall.*`` is interna
 
 Plugins use `hookimpl`, the spec fields (`KindSpec`, `quantity`, `choice`, `flag`), what the
 hooks return (`Term`, `Op`, `Collective`, `Constraint`, `Decoding`, `Layout`, `Engine`, `Step`,
-`Workload`; `law`, `op_terms`) and the entry types (`Analysis`, `Format`, `BlockKind`,
-`Derivation`, `option`); plugin tests use the kit in `stepwall.testing` (a pytest plugin: the
-``stepwall_plugin`` fixture). Names load on first use, so ``import stepwall`` is cheap.
+`Workload`; `law`, `laws`, `units`, `roof`, `op_terms`, `floor_time`) and the entry types
+(`Analysis`, `Format`, `BlockKind`, `Command`, `Metric`, `Derivation`, `option`); plugin tests
+use the kit in `stepwall.testing` (a pytest plugin: the ``stepwall_plugin`` fixture). Names
+load on first use, so ``import stepwall`` is cheap.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 # public name -> the module that defines it (loaded on first use)
 _API = {
     "Derivation": "stepwall.analyses.result",
+    "DimensionError": "stepwall.core.errors",
     "PluginError": "stepwall.core.errors",
     "SpecError": "stepwall.core.errors",
     "StepwallError": "stepwall.core.errors",
@@ -34,9 +36,11 @@ _API = {
     "choice": "stepwall.core.fields",
     "flag": "stepwall.core.fields",
     "quantity": "stepwall.core.fields",
+    "floor_time": "stepwall.core.laws",
     "law": "stepwall.core.laws",
     "option": "stepwall.core.options",
     "op_terms": "stepwall.core.roofline",
+    "roof": "stepwall.core.roofline",
     "Scenario": "stepwall.core.scenario",
     "Collective": "stepwall.core.terms",
     "Constraint": "stepwall.core.terms",
@@ -52,12 +56,16 @@ _API = {
     "load_scenario": "stepwall.model.compose",
     "Analysis": "stepwall.plugin.entries",
     "BlockKind": "stepwall.plugin.entries",
+    "Command": "stepwall.plugin.entries",
     "Format": "stepwall.plugin.entries",
+    "Metric": "stepwall.plugin.entries",
     "hookimpl": "stepwall.plugin.hookspecs",
     "Registry": "stepwall.plugin.registry",
     "build_registry": "stepwall.plugin.registry",
     "default_registry": "stepwall.plugin.registry",
 }
+# modules offered whole: every law (`stepwall.laws.floor_time`, the collectives, …), the units
+_MODULES = {"laws": "stepwall.core.laws", "units": "stepwall.core.units"}
 # a public name that is another name in its module
 _RENAMED = {
     "default_registry": "default",
@@ -69,13 +77,16 @@ __all__ = [
     "Analysis",
     "BlockKind",
     "Collective",
+    "Command",
     "Constraint",
     "Decoding",
     "Derivation",
+    "DimensionError",
     "Engine",
     "Format",
     "KindSpec",
     "Layout",
+    "Metric",
     "Op",
     "PluginError",
     "Registry",
@@ -92,21 +103,26 @@ __all__ = [
     "choice",
     "default_registry",
     "flag",
+    "floor_time",
     "hookimpl",
     "law",
+    "laws",
     "load_scenario",
     "op_terms",
     "option",
     "quantity",
+    "roof",
+    "units",
 ]
 
 if TYPE_CHECKING:
     from stepwall.analyses.result import Derivation
-    from stepwall.core.errors import PluginError, SpecError, StepwallError
+    from stepwall.core import laws, units
+    from stepwall.core.errors import DimensionError, PluginError, SpecError, StepwallError
     from stepwall.core.fields import KindSpec, choice, flag, quantity
-    from stepwall.core.laws import law
+    from stepwall.core.laws import floor_time, law
     from stepwall.core.options import option
-    from stepwall.core.roofline import op_terms
+    from stepwall.core.roofline import op_terms, roof
     from stepwall.core.scenario import Scenario
     from stepwall.core.terms import (
         Collective,
@@ -121,7 +137,7 @@ if TYPE_CHECKING:
     )
     from stepwall.model.compose import StepModel, build_model
     from stepwall.model.compose import scenario_of as load_scenario
-    from stepwall.plugin.entries import Analysis, BlockKind, Format
+    from stepwall.plugin.entries import Analysis, BlockKind, Command, Format, Metric
     from stepwall.plugin.hookspecs import hookimpl
     from stepwall.plugin.registry import Registry
     from stepwall.plugin.registry import build as build_registry
@@ -130,12 +146,15 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """A public name, imported from its module on first use (PEP 562)."""
-    if name not in _API:
+    if name in _MODULES:
+        value: Any = importlib.import_module(_MODULES[name])
+    elif name in _API:
+        value = getattr(importlib.import_module(_API[name]), _RENAMED.get(name, name))
+    else:
         raise AttributeError(f"module 'stepwall' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_API[name]), _RENAMED.get(name, name))
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_API})
+    return sorted({*globals(), *_API, *_MODULES})

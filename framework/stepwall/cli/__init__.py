@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stepwall.cli.parser import Parser
-from stepwall.core.errors import PluginError, StepwallError
+from stepwall.core.errors import PluginError, SpecError, StepwallError
 from stepwall.core.terminal import reset_warnings
 from stepwall.numeric.compiled import keep_freed_memory
 
@@ -167,6 +167,15 @@ def parser(registry: Registry, only: str | None = None) -> argparse.ArgumentPars
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"stepwall {_version()}")
+    p.add_argument(
+        "-p",
+        dest="disable",
+        action="append",
+        default=[],
+        metavar="no:NAME",
+        help="run without the plugin NAME (built-in or installed), as pytest's -p no:NAME; "
+        "repeatable; STEPWALL_DISABLE_PLUGINS=NAME,... does the same",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     table = [(name, b.help, b.example) for name, b in COMMANDS.items()]
     plugins = plugin_commands(registry)
@@ -188,13 +197,39 @@ def parser(registry: Registry, only: str | None = None) -> argparse.ArgumentPars
     return p
 
 
+class Disabled(NamedTuple):
+    """The plugins ``-p no:NAME`` options before the command name disable, and the option
+    values as given (not the command's name)."""
+
+    names: tuple[str, ...]
+    given: tuple[str, ...]
+
+
+def disabled_plugins(args: Sequence[str]) -> Disabled:
+    """The ``-p no:NAME`` (or ``-pno:NAME``) options before the command; another ``-p`` value
+    is a SpecError."""
+    names: list[str] = []
+    given: list[str] = []
+    i = 0
+    while i < len(args) and args[i].startswith("-p"):
+        value = args[i][2:] if len(args[i]) > 2 else (args[i + 1] if i + 1 < len(args) else "")
+        i += 1 if len(args[i]) > 2 else 2
+        if not value.startswith("no:") or not value[3:]:
+            raise SpecError("-p", value, "is not no:NAME",
+                            "no:NAME to run without the plugin NAME")  # fmt: skip
+        names.append(value[3:])
+        given.append(value)
+    return Disabled(tuple(names), tuple(given))
+
+
 def main(argv: Sequence[str] | None = None, registry: Registry | None = None) -> int:
     """Run ``stepwall ARGV`` (default ``sys.argv``) and return the exit code; ``registry``
     defaults to the built-ins and the installed plugins."""
     reset_warnings()  # each run warns about each value once
     try:
         args = list(sys.argv[1:] if argv is None else argv)
-        named = next((a for a in args if not a.startswith("-")), None)
+        disable = disabled_plugins(args)
+        named = next((a for a in args if not a.startswith("-") and a not in disable.given), None)
         if "--version" in args[: args.index(named) if named is not None else len(args)]:
             print(f"stepwall {_version()}")  # stepwall's own version: no plugin is loaded
             return 0
@@ -204,7 +239,11 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
                 return int(code)
         keep_freed_memory()  # the CLI evaluates many points per call: a process-wide setting
         if registry is None:  # the registry imports sympy, which a cached eval does without
-            registry = importlib.import_module("stepwall.plugin.registry").default()
+            registries = importlib.import_module("stepwall.plugin.registry")
+            names = disable.names
+            registry = registries.default(
+                disable=(*registries.disabled(), *names) if names else None
+            )
         p = parser(registry, named)
         try:
             ns = p.parse_args(args)

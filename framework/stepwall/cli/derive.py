@@ -12,9 +12,9 @@ from stepwall.analyses.base import Context
 from stepwall.analyses.base import run as run_analysis
 from stepwall.analyses.ranges import root_interval
 from stepwall.cli.common import emit, load
+from stepwall.cli.options import add_arguments, from_namespace
 from stepwall.cli.parser import Parser, set_key
 from stepwall.core.errors import SpecError
-from stepwall.core.options import add_arguments, from_namespace
 from stepwall.core.terminal import visible
 from stepwall.io.formats import Column, Table
 

@@ -11,7 +11,6 @@ declaration.
 
 from __future__ import annotations
 
-import argparse
 import types
 import typing
 from collections.abc import Mapping
@@ -58,7 +57,7 @@ _converter.register_structure_hook(float, _strict(float, "a number"))
 _converter.register_structure_hook(str, _strict(str, "text"))
 
 
-def _resolved(cls: type) -> type:
+def resolved(cls: type) -> type:
     attrs.resolve_types(cls)
     return cls
 
@@ -66,7 +65,7 @@ def _resolved(cls: type) -> type:
 def structure_options(cls: type, given: Mapping[str, Any], where: str, prefix: str = "") -> Any:
     """``given`` as an instance of ``cls``; each problem a SpecError at ``where`` naming
     ``prefix`` + the option."""
-    _resolved(cls)
+    resolved(cls)
     fields = {f.name: f for f in attrs.fields(cls)}
     for key in given:
         if key not in fields:
@@ -77,7 +76,7 @@ def structure_options(cls: type, given: Mapping[str, Any], where: str, prefix: s
         if name not in given and f.default is attrs.NOTHING:
             raise SpecError(where, f"{prefix}{name}", "missing", f.metadata.get("doc", "a value"))
     for name, value in given.items():  # cattrs would read "ab" as ["a", "b"]
-        _check_shape(value, _base(fields[name].type), where, f"{prefix}{name}",
+        _check_shape(value, base_type(fields[name].type), where, f"{prefix}{name}",
                      _expected(fields[name]))  # fmt: skip
     try:
         obj: Any = _converter.structure(dict(given), cls)
@@ -131,7 +130,7 @@ def _expected(f: attrs.Attribute | None) -> str:  # type: ignore[type-arg]
 # ---------------------------------------------------------------- command line
 
 
-def _base(tp: Any) -> Any:
+def base_type(tp: Any) -> Any:
     """``float | None`` -> float; ``list[str]`` stays."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
@@ -139,61 +138,12 @@ def _base(tp: Any) -> Any:
     return tp
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
-    """One argument per option: positional where declared, else ``--name`` (booleans as
-    flags, lists repeatable)."""
-    _resolved(cls)
-    for f in attrs.fields(cls):
-        if f.name in skip:
-            continue
-        meta, tp = f.metadata, _base(f.type)
-        doc = meta.get("doc", "").replace("%", "%%")  # argparse %-formats a help line
-        kw: dict[str, Any] = {"help": doc, "default": argparse.SUPPRESS}
-        if meta.get("metavar"):
-            kw["metavar"] = meta["metavar"]
-        if meta.get("choices"):
-            kw["choices"] = meta["choices"]
-        if meta.get("positional"):
-            if f.default is not attrs.NOTHING:
-                kw["nargs"] = "?"
-            kw.setdefault("metavar", f.name.upper())
-            parser.add_argument(f.name, type=_cli_type(tp), **kw)
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if tp is bool:
-            parser.add_argument(flag, dest=f.name, action="store_true", **kw)
-        elif typing.get_origin(tp) in (list, tuple):
-            inner = (typing.get_args(tp) or (str,))[0]
-            parser.add_argument(flag, dest=f.name, action="append", type=_cli_type(inner), **kw)
-        else:
-            parser.add_argument(flag, dest=f.name, type=_cli_type(tp), **kw)
-
-
-def _cli_type(tp: Any) -> Any:
-    def number(kind: type) -> Any:
-        def convert(text: str) -> Any:
-            try:
-                return kind(text)
-            except ValueError:
-                label = "whole number" if kind is int else "number"
-                raise argparse.ArgumentTypeError(f"{text!r} is not a {label}") from None
-
-        return convert
-
-    return number(tp) if tp in (int, float) else str
-
-
-def from_namespace(ns: argparse.Namespace, cls: type) -> dict[str, Any]:
-    """The options the command line gave (those left out keep their defaults)."""
-    return {f.name: getattr(ns, f.name) for f in attrs.fields(cls) if hasattr(ns, f.name)}
-
-
 # ---------------------------------------------------------------- JSON Schema
 
 
 def json_schema(cls: type, title: str = "") -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of an options class."""
-    _resolved(cls)
+    resolved(cls)
     props: dict[str, Any] = {}
     required = []
     for f in attrs.fields(cls):
@@ -220,7 +170,7 @@ def json_schema(cls: type, title: str = "") -> dict[str, Any]:
 
 
 def _schema_type(tp: Any) -> dict[str, Any]:
-    base = _base(tp)
+    base = base_type(tp)
     nullable = base is not tp and type(None) in typing.get_args(tp)
     simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
     if base in simple:
