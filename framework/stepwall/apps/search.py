@@ -206,6 +206,7 @@ class Variant:
     batch: np.ndarray  # users per attention rank
     axes: tuple[tuple[str, tuple[Any, ...], np.ndarray], ...]  # (key, given, SI) of --vary
     ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)  # ranged spec values
+    provides: Mapping[str, str] = attrs.field(factory=dict)  # requirement -> its spec path
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -442,14 +443,14 @@ def plan_search(
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
             values = {s.name: float(v) for s, v in sc.values.items()}
-            domain = int(values["cluster.scale_up.domain_size"])
-            sizes = list(gpus) or [int(values["cluster.nodes"] * values["cluster.gpus_per_node"])]
+            provides = registry.paths(sc)
+            domain, nodes, per_node = (int(values[provides[r]]) for r in
+                                       ("scale_up_domain", "nodes", "gpus_per_node"))  # fmt: skip
+            sizes = list(gpus) or [nodes * per_node]
             rest = len(set(batch)) * math.prod(len(a.si) for a in axes)
             total += layout_count(sizes, domain) * rest
             check_points(total, "search", "narrow --batch, --gpus or --vary")
-            layouts = layouts_for(
-                sizes, domain, int(values["cluster.nodes"]), int(values["cluster.gpus_per_node"])
-            )
+            layouts = layouts_for(sizes, domain, nodes, per_node)
             numeric = compile_scenario(sc, registry, cache=cache)
             bad = [k for k in LAYOUT_KEYS if k in numeric.structural_keys]
             if bad:
@@ -483,6 +484,7 @@ def plan_search(
                         np.asarray(sorted(set(batch)), dtype=float),
                         tuple((a.key, a.given, a.si) for a in free),
                         dict(getattr(sc, "ranges", {}) or {}),
+                        provides,
                     )
                 )
     return Plan(
@@ -1522,7 +1524,8 @@ def _check_known(plan: Plan) -> None:
     asked = {spec.x, spec.y, spec.objective, *(c.metric for c in (*spec.targets, *spec.where))}
     for v in plan.variants:
         for m in sorted(asked & OPTIONAL_METRICS):
-            lacking = [p for p in NEEDS[m] if p not in v.values]
+            paths = [v.provides.get(r, r) for r in NEEDS[m]]  # its kind's field, if any
+            lacking = [p for p in paths if p not in v.values]
             if lacking:
                 raise SpecError(
                     v.ref,

@@ -202,6 +202,11 @@ class Registry:
         (`stepwall.plugin.requirements`); None for an optional one its kind does not."""
         return requirements.path(self.kinds, scenario.kinds, requirement)
 
+    def paths(self, scenario: Scenario) -> dict[str, str]:
+        """The spec path that provides each requirement the kinds of ``scenario`` provide."""
+        found = {name: self.path(scenario, name) for name in requirements.REQUIREMENTS}
+        return {name: path for name, path in found.items() if path is not None}
+
     def parameter(self, scenario: Scenario, requirement: str) -> Parameter | None:
         """The Parameter that provides ``requirement`` in ``scenario`` (None: not stated)."""
         path = self.path(scenario, requirement)
