@@ -47,8 +47,8 @@ class RenamedGpu:
         return [KindSpec("hardware", "gpu-renamed", self.fields, "renamed", provides=self.provides)]
 
     @hookimpl
-    def stepwall_compute_terms(self, scenario: Any, ops: Any, engine: Any) -> Any:
-        return gpu.stepwall_compute_terms(scenario, ops, engine)
+    def stepwall_compute_terms(self, scenario: Any, ops: Any, engine: Any, op_kinds: Any) -> Any:
+        return gpu.stepwall_compute_terms(scenario, ops, engine, op_kinds)
 
 
 GOOD = {"device_memory": "hbm_size", "board_power": "board_power"}

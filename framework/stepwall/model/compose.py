@@ -32,7 +32,16 @@ from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import PluginError, SpecError, shown_path
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import Parameter, constants_in, rebuild
-from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
+from stepwall.core.terms import (
+    Constraint,
+    Decoding,
+    Engine,
+    Layout,
+    Step,
+    Term,
+    Workload,
+    check_kinds,
+)
 from stepwall.model.constraints import HINT_LIMIT, Violation, composer_constraints, explain
 from stepwall.model.economics import energy_metrics
 from stepwall.model.metrics import (
@@ -423,8 +432,12 @@ def _cost(
         "stepwall_model_work",
         "model",
     )  # fmt: skip
+    kinds = registry.op_kinds
+    check_kinds(workload.ops, kinds)
     compute = need(
-        registry.call_owner("stepwall_compute_terms", scenario, ops=workload.ops, engine=engine),
+        registry.call_owner(
+            "stepwall_compute_terms", scenario, ops=workload.ops, engine=engine, op_kinds=kinds
+        ),
         "stepwall_compute_terms",
         "hardware",
     )
