@@ -115,3 +115,26 @@ def test_a_builtin_name_is_refused(stepwall_plugin: PluginKit) -> None:
 
     code, _, err = stepwall_plugin(Clash()).cli("eval", SCENARIO, "--no-cache")
     assert code != 0 and "metric 'gpus' is a built-in metric" in err
+
+
+def test_search_takes_the_plugin_metric_as_objective_target_and_filter(kit: PluginKit) -> None:
+    base = ("search", "kimi-k2.6-int4", "--hardware", "b300", "--cluster", "hgx-b300-ib",
+            "--gpus", "8", "--batch", "1,2,4,8", "--json", "-q")  # fmt: skip
+    asked = ("--objective", "users_served", "--at", "users_served>=2", "--where", "users_served<=8")
+    code, out, err = kit.cli(*base, *asked)
+    assert code == 0, err
+    doc = json.loads(out)
+    served = [p["users_served"] for p in doc["frontier"]]
+    assert served and max(served) <= 8  # the filter
+    for p in doc["frontier"]:  # each point's value is its expression's
+        assert p["users_served"] == pytest.approx(p["tokens_per_s"] / p["tokens_per_s_per_user"])
+    [target] = doc["targets"]
+    [best] = target["options"]
+    assert target["objective"] == "users_served"
+    # 8 GPUs at up to 8 users per rank can serve more than 8 users; the filter stops at 8
+    assert best["point"]["users_served"] == pytest.approx(8.0)
+    code, out, err = kit.cli(*base)
+    assert code == 0, err
+    assert max(p["users_served"] for p in json.loads(out)["frontier"]) > 8
+    code, _, err = kit.cli(*base, "--objective", "users_serve")
+    assert code == 2 and "did you mean 'users_served'?" in err

@@ -1,23 +1,28 @@
 """Requirements instead of plugin field names (issue 21): what the composer needs from a
 section (device memory, the cluster's size, power, price) is a declared requirement; a kind
 says which of its fields provides it, and building the registry checks that it does. A
-throwaway hardware kind that calls its capacity ``hbm_size`` is priced like the built-in GPU."""
+throwaway hardware kind that calls its capacity ``hbm_size`` is priced like the built-in GPU;
+a cluster kind that counts its nodes as ``machines`` is sized by it in hints, derivations
+and search."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
-from stepwall.core.errors import PluginError
+from stepwall.analyses.common import key_range, metric_expr
+from stepwall.core.errors import PluginError, SpecError
 from stepwall.core.fields import KindSpec, quantity
+from stepwall.model.compose import _cluster_gpus
 from stepwall.plugin import registry as registries
 from stepwall.plugin.hookspecs import hookimpl
 from stepwall.plugin.requirements import REQUIREMENTS
 from stepwall.plugins import gpu
-from stepwall.testing import evaluate
+from stepwall.testing import PluginKit, evaluate, model
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "k26-b300-tp8-ddtree"
@@ -42,8 +47,8 @@ class RenamedGpu:
         return [KindSpec("hardware", "gpu-renamed", self.fields, "renamed", provides=self.provides)]
 
     @hookimpl
-    def stepwall_compute_terms(self, scenario: Any, ops: Any, engine: Any) -> Any:
-        return gpu.stepwall_compute_terms(scenario, ops, engine)
+    def stepwall_compute_terms(self, scenario: Any, ops: Any, engine: Any, op_kinds: Any) -> Any:
+        return gpu.stepwall_compute_terms(scenario, ops, engine, op_kinds)
 
 
 GOOD = {"device_memory": "hbm_size", "board_power": "board_power"}
@@ -125,3 +130,48 @@ def test_the_builtins_provide_every_requirement() -> None:
     for name, want in REQUIREMENTS.items():
         providers = [s for (section, _), s in kinds.items() if section == want.section]
         assert providers and all(name in s.provides for s in providers), name
+
+
+@attrs.frozen
+class _More:
+    machines: int = quantity("dimensionless", "nodes, as this kind counts them", integer=True)
+    hourly: float | None = quantity("price_rate", "what one GPU-hour costs", default=None)
+
+
+class MoreCluster:
+    """A cluster kind ``cluster-more`` (the built-in's fields, extended) whose nodes are
+    ``machines`` and whose price is ``hourly``: the core must read those, not ``nodes``."""
+
+    @hookimpl
+    def stepwall_spec_kinds(self) -> list[KindSpec]:
+        provides = {"nodes": "machines", "price_per_gpu_hour": "hourly"}
+        return [KindSpec("cluster", "cluster-more", _More, "more", extends=("cluster", "cluster"),
+                         provides=provides)]  # fmt: skip
+
+
+MORE = ["cluster.kind=cluster-more", "cluster.machines=16"]  # hgx-b300-ib: nodes = 9, 8 per node
+
+
+def test_the_core_reads_a_cluster_kinds_own_fields() -> None:
+    m = model(BASE, [MoreCluster()], MORE)
+    assert m.provides["nodes"] == "cluster.machines"
+    assert m.provides["price_per_gpu_hour"] == "cluster.hourly"
+    assert _cluster_gpus(m, m.values) == 16 * 8  # the repair hints' scan limit
+    # a parallel degree is scanned up to 4 × the cluster's GPUs: 4 · 16 · 8 (not 4 · 9 · 8)
+    assert key_range(m, m.parameter("parallel.tp")) == (1.0, 512.0)
+    with pytest.raises(SpecError) as caught:
+        metric_expr(m, "usd_per_million_tokens")
+    assert caught.value.key == "cluster.hourly"
+    assert "--set cluster.hourly=" in str(caught.value)
+
+
+def test_search_sizes_a_cluster_by_its_kinds_own_field() -> None:
+    kit = PluginKit()(MoreCluster())
+    common = ("search", "kimi-k2.6-int4", "--hardware", "b300", "--cluster", "hgx-b300-ib",
+              "--set", "cluster.kind=cluster-more", "--batch", "1", "--json", "-q")  # fmt: skip
+    one = kit.cli(*common, "--set", "cluster.machines=1")  # 8 GPUs, not the 9 nodes' 72
+    given = kit.cli(*common, "--set", "cluster.machines=9", "--gpus", "8")
+    assert one[0] == given[0] == 0, (one[2], given[2])
+    doc, want = json.loads(one[1]), json.loads(given[1])
+    assert {p["gpus"] for p in doc["frontier"]} == {8}
+    assert doc["evaluated"] == want["evaluated"] > 0

@@ -9,7 +9,7 @@ import sympy as sp
 
 from stepwall.core.errors import DimensionError, SpecError
 from stepwall.core.options import option, structure_options
-from stepwall.core.terms import Collective, Constraint, Op, Term
+from stepwall.core.terms import OP_KINDS, Collective, Constraint, Op, Term, check_kinds
 from stepwall.plugin.entries import BlockKind
 
 
@@ -34,7 +34,9 @@ def test_op_fields_defaults_and_kinds() -> None:
     assert (op.kernels, op.rows, op.serial_bytes) == (0, 0, 0)
     assert isinstance(op.kernels, sp.Integer)
     with pytest.raises(DimensionError, match="op kind 'conv' is not one of gemm"):
-        Op("o", 0, 0, "p", "why", "moe", kind="conv")
+        check_kinds([Op("o", 0, 0, "p", "why", "moe", kind="conv")], OP_KINDS)  # the composer's
+    with pytest.raises(TypeError, match="op kind must be text"):
+        Op("o", 0, 0, "p", "why", "moe", kind=3)  # type: ignore[arg-type]
     with pytest.raises(DimensionError, match="op precision 'fp16' is not one of bf16"):
         Op("o", 0, 0, "p", "why", "moe", precision="fp16")
     with pytest.raises(DimensionError, match="op flops must have dimension"):

@@ -90,7 +90,8 @@ def parameter(model: StepModel, key: str) -> sp.Symbol:
 
 def metric_expr(model: StepModel, metric: str) -> sp.Expr:
     if metric in NEEDS and metric not in model.metrics:  # energy or cost the specs cannot give
-        key = next((k for k in NEEDS[metric] if model.scenario.parameter(k) is None), metric)
+        paths = [model.provides.get(r, r) for r in NEEDS[metric]]  # its kind's field, if any
+        key = next((k for k in paths if model.scenario.parameter(k) is None), metric)
         expect = f"--set {key}=… or a spec that states it"
         raise SpecError(model.scenario.origin, key, f"not stated, so {metric} is unknown", expect)
     if metric not in model.metrics:
@@ -235,6 +236,11 @@ def is_integer_key(model: StepModel, sym: sp.Symbol) -> bool:
     return float(v).is_integer() and getattr(sym, "dim", None) == DIMENSIONLESS
 
 
+def degree(model: StepModel, name: str) -> float:
+    """The value of the layout's ``name`` degree (tp, ep, dp: `Layout`) at the model's values."""
+    return float(sp.sympify(getattr(model.layout, name)).xreplace(dict(model.values)))
+
+
 def value(model: StepModel, path: str, default: float = 1.0) -> float:
     try:
         return float(model.values[model.scenario.by_path[path]])
@@ -260,7 +266,8 @@ def key_range(model: StepModel, sym: sp.Symbol) -> tuple[float, float]:
     otherwise."""
     x0 = float(model.values[sym])
     if sym.name.startswith("parallel.") and is_integer_key(model, sym):
-        gpus = value(model, "cluster.nodes") * value(model, "cluster.gpus_per_node")
+        nodes, per_node = (model.provides.get(r, "") for r in ("nodes", "gpus_per_node"))
+        gpus = value(model, nodes) * value(model, per_node)
         return 1.0, float(max(4 * gpus, 16 * x0))
     if sym.name == "workload.concurrency":
         return 1.0, max(4096.0, 16 * x0)

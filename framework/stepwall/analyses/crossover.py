@@ -13,6 +13,7 @@ from stepwall.analyses.base import AnalysisOptions, Context
 from stepwall.analyses.common import (
     RELAXED,
     bisect,
+    degree,
     feasible_region,
     is_integer_key,
     key_range,
@@ -23,7 +24,6 @@ from stepwall.analyses.common import (
     relax,
     resolve_branches,
     scan_grid,
-    value,
 )
 from stepwall.analyses.result import Derivation, Equation
 from stepwall.analyses.roots import closed_for
@@ -42,7 +42,7 @@ def shared_axis(
     """The metric as a function of the shared axis x: for concurrency, x is the total users
     over all DP replicas (each replica serves x/dp)."""
     if sym.name == "workload.concurrency":
-        dp = value(model, "parallel.dp")
+        dp = degree(model, "dp")
         f = rebuild(model.substituted(relax(expr), [sym]), {sym: x / dp})
         return f, f"{model.scenario.label}: {dp:g} replica(s), each x/{dp:g} users"
     return rebuild(model.substituted(relax(expr), [sym]), {sym: x}), ""
@@ -69,7 +69,7 @@ def crossover(
     scale1 = scale2 = 1.0
     if sym.name == "workload.concurrency":
         lo, hi = 1.0, max(hi1, hi2)
-        scale1, scale2 = value(model, "parallel.dp"), value(other, "parallel.dp")
+        scale1, scale2 = degree(model, "dp"), degree(other, "dp")
     r1 = feasible_region(model, sym, lo / scale1, hi / scale1)
     r2 = feasible_region(other, sym, lo / scale2, hi / scale2)
     g1, g2 = lambdify1(f1, x), lambdify1(f2, x)
@@ -227,9 +227,8 @@ def along(
     vals = dict(model.values)
     relaxed = relax(expr)
     if sym.name == "workload.concurrency":
-        dp_sym = model.scenario.by_path.get("parallel.dp")
-        dp: sp.Expr = dp_sym if dp_sym is not None else sp.Integer(1)
-        vals[sym] = r / value(model, "parallel.dp")
+        dp = sp.sympify(model.layout.dp)
+        vals[sym] = r / degree(model, "dp")
         f = rebuild(resolve_branches(relaxed, vals), {sym: sym / dp})
     else:
         vals[sym] = r

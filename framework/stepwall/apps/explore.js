@@ -145,8 +145,8 @@
     return o;
   }
   function clusterGpus(p) {
-    const a = IDX["cluster.nodes"],
-      b = IDX["cluster.gpus_per_node"];
+    const a = IDX[D.cluster_keys[0]],
+      b = IDX[D.cluster_keys[1]];
     return a === undefined || b === undefined ? 0 : Math.trunc(p[a] * p[b]);
   }
   function repairHint(c, ci, p) {

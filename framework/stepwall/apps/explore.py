@@ -412,7 +412,8 @@ def slider_range(model: StepModel, path: str, value: float, integer: bool) -> tu
     if value == 0:
         return 0.0, 16.0 if integer else 1.0
     if integer and path.startswith("parallel."):
-        gpus = by.get("cluster.nodes", 1.0) * by.get("cluster.gpus_per_node", 1.0)
+        nodes, per_node = (model.provides.get(r, "") for r in ("nodes", "gpus_per_node"))
+        gpus = by.get(nodes, 1.0) * by.get(per_node, 1.0)
         return 1.0, float(max(4 * gpus, 16 * value))
     if path == "workload.concurrency":
         return 1.0, max(4096.0, 16 * value)
@@ -705,6 +706,8 @@ def explorer_html(
         "groups": groups,
         "constraints": constraints,
         "hint_limit": HINT_LIMIT,
+        # the keys that give the cluster's nodes and GPUs per node (its kind's fields)
+        "cluster_keys": [model.provides.get(r, "") for r in ("nodes", "gpus_per_node")],
         "controls": page_controls,
         "chart": {"key": key, "metric": "step_time_s"},
         "wall": wall,

@@ -60,9 +60,18 @@ from stepwall.io import output
 from stepwall.io.formats import Column, Table, write_json
 from stepwall.model.compose import compile_scenario
 from stepwall.model.economics import NEEDS
-from stepwall.model.metrics import METRIC_UNITS, METRICS, MINIMIZE, OPTIONAL_METRICS
+from stepwall.model.metrics import (
+    BUILTIN_METRICS,
+    METRIC_UNITS,
+    METRICS,
+    MINIMIZE,
+    OPTIONAL_METRICS,
+    declared,
+)
 from stepwall.numeric.compiled import CompiledModel, keep_freed_memory
 from stepwall.plugin import registry as registries
+from stepwall.plugin.entries import Metric
+from stepwall.plugin.registry import Registry
 from stepwall.spec.loader import INLINE
 from stepwall.spec.validation import load_scenario
 
@@ -122,17 +131,19 @@ _OPS: dict[str, Callable[[Any, float], Any]] = {
 _COND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)?\s*(>=|<=|>|<)\s*(\S.*?)\s*$")
 
 
-def parse_condition(text: str, where: str, metric: str | None = None) -> Condition:
+def parse_condition(
+    text: str, where: str, metric: str | None = None, known: Mapping[str, Metric] | None = None
+) -> Condition:
     """``"tokens_per_s_per_user>=50"``, ``"ttft_s<=2s"``; with ``metric`` the name may be
     left out (``--ttft "<=2s"``). Values take units of the metric's dimension (2s, 500ms;
-    a bare number is in the metric's own unit) and are > 0, as every metric is."""
+    a bare number is in the metric's own unit) and are > 0, as every metric is. ``known``:
+    the metrics by name (default: the built-in ones; `metric_table` adds plugins')."""
     m = _COND.match(text)
     expect = 'METRIC>=VALUE or METRIC<=VALUE, e.g. "tokens_per_s_per_user>=50"'
     if not m or not (m.group(1) or metric):
         raise SpecError(where, text, "not a condition", expect)
     name = m.group(1) or metric or ""
-    check_metric(name, where)
-    unit = METRIC_UNITS.get(name, "")
+    unit = (known or _BUILTIN)[check_metric(name, where, known)].unit
     try:
         value, dim = parse_quantity(m.group(3))
         want = parse_unit(unit)[1]
@@ -165,19 +176,25 @@ def check_consistent(conditions: Sequence[Condition], where: str) -> None:
                             f"conditions on {name} that some value meets")  # fmt: skip
 
 
-def check_metric(name: str, where: str) -> str:
-    if name not in METRICS:
+_BUILTIN = {m.name: m for m in BUILTIN_METRICS}
+
+
+def metric_table(registry: Registry) -> dict[str, Metric]:
+    """The metrics a search may name: the built-in ones, then the plugins' (by name)."""
+    return {m.name: m for m in declared(registry)}
+
+
+def check_metric(name: str, where: str, known: Mapping[str, Metric] | None = None) -> str:
+    """``name``, a metric of ``known`` (default: the built-in ones); else a SpecError."""
+    names = tuple(known or _BUILTIN)
+    if name not in names:
         raise SpecError(
             where,
             name,
-            f"unknown metric{did_you_mean(name, METRICS)}",
-            f"one of: {', '.join(METRICS)}",
+            f"unknown metric{did_you_mean(name, names)}",
+            f"one of: {', '.join(names)}",
         )
     return name
-
-
-def _sign(metric: str) -> float:
-    return -1.0 if metric in MINIMIZE else 1.0
 
 
 # ---------------------------------------------------------------- the plan
@@ -206,6 +223,7 @@ class Variant:
     batch: np.ndarray  # users per attention rank
     axes: tuple[tuple[str, tuple[Any, ...], np.ndarray], ...]  # (key, given, SI) of --vary
     ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)  # ranged spec values
+    provides: Mapping[str, str] = attrs.field(factory=dict)  # requirement -> its spec path
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -241,6 +259,11 @@ class Spec:
     objective: str = "tokens_per_s_per_gpu"
     targets: tuple[Condition, ...] = ()
     where: tuple[Condition, ...] = ()
+    minimize: frozenset[str] = MINIMIZE  # the metrics less of which is better
+
+    def sign(self, metric: str) -> float:
+        """-1 for a metric to minimize, so that larger is better for every axis."""
+        return -1.0 if metric in self.minimize else 1.0
 
     @property
     def needed(self) -> tuple[str, ...]:
@@ -331,7 +354,7 @@ def plan_search(
     registry = registry or registries.default()
     spec = spec or Spec()
     for name in (spec.x, spec.y, spec.objective):
-        check_metric(name, "search")
+        check_metric(name, "search", metric_table(registry))
     if not hardware:
         raise SpecError("search", "--hardware", "missing", "one or more GPU specs, e.g. h200,b200")
     if len(clusters) not in (1, len(hardware)):
@@ -442,14 +465,14 @@ def plan_search(
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
             values = {s.name: float(v) for s, v in sc.values.items()}
-            domain = int(values["cluster.scale_up.domain_size"])
-            sizes = list(gpus) or [int(values["cluster.nodes"] * values["cluster.gpus_per_node"])]
+            provides = registry.paths(sc)
+            domain, nodes, per_node = (int(values[provides[r]]) for r in
+                                       ("scale_up_domain", "nodes", "gpus_per_node"))  # fmt: skip
+            sizes = list(gpus) or [nodes * per_node]
             rest = len(set(batch)) * math.prod(len(a.si) for a in axes)
             total += layout_count(sizes, domain) * rest
             check_points(total, "search", "narrow --batch, --gpus or --vary")
-            layouts = layouts_for(
-                sizes, domain, int(values["cluster.nodes"]), int(values["cluster.gpus_per_node"])
-            )
+            layouts = layouts_for(sizes, domain, nodes, per_node)
             numeric = compile_scenario(sc, registry, cache=cache)
             bad = [k for k in LAYOUT_KEYS if k in numeric.structural_keys]
             if bad:
@@ -483,6 +506,7 @@ def plan_search(
                         np.asarray(sorted(set(batch)), dtype=float),
                         tuple((a.key, a.given, a.si) for a in free),
                         dict(getattr(sc, "ranges", {}) or {}),
+                        provides,
                     )
                 )
     return Plan(
@@ -646,10 +670,10 @@ def run_chunk(
     for m in (spec.x, spec.y):
         ok &= np.isfinite(got[m])
     ids = idx + offset
-    x, y = _sign(spec.x) * got[spec.x][ok], _sign(spec.y) * got[spec.y][ok]
+    x, y = spec.sign(spec.x) * got[spec.x][ok], spec.sign(spec.y) * got[spec.y][ok]
     keep = pareto(x, y, ids[ok])
     best = []
-    obj = _sign(spec.objective) * got[spec.objective]
+    obj = spec.sign(spec.objective) * got[spec.objective]
     for t in spec.targets:
         mask = ok & t.holds(got[t.metric]) & np.isfinite(obj)
         best.append(_best(obj[mask], ids[mask]))
@@ -828,7 +852,7 @@ def robustness(
         tick = _pass(progress, i + 1, 3)
         _, best = merge(other, evaluate(other, chunk=chunk, progress=tick, client=client))
         ends[name] = best
-    sign = _sign(plan.spec.objective)
+    sign = plan.spec.sign(plan.spec.objective)
     entries = []
     for t, entry in enumerate(result.best):
         rows = []
@@ -932,8 +956,9 @@ def points(plan: Plan, gids: Sequence[int]) -> list[dict[str, Any]]:
         n = idx.size
         feas = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), (n,))
         groups = _groups(v.numeric, ev, n)
+        names = (*METRICS, *(m.name for m in v.numeric.plugin_metrics))
         for j, (pos, _) in enumerate(items):
-            metrics = {m: _value(ev[m], j, n) for m in METRICS}
+            metrics = {m: _value(ev[m], j, n) for m in names}
             at = {k: float(c[j]) for k, c in cols.items()}
             out[pos] = {
                 "id": int(gids[pos]),
@@ -1082,8 +1107,8 @@ def _overall(plan: Plan, fronts: Mapping[str, np.ndarray]) -> set[int]:
     ids = np.concatenate([np.asarray(f, dtype=np.int64) for f in fronts.values()])
     pts = points(plan, list(ids))
     spec = plan.spec
-    x = np.array([_sign(spec.x) * p[spec.x] for p in pts], dtype=float)
-    y = np.array([_sign(spec.y) * p[spec.y] for p in pts], dtype=float)
+    x = np.array([spec.sign(spec.x) * p[spec.x] for p in pts], dtype=float)
+    y = np.array([spec.sign(spec.y) * p[spec.y] for p in pts], dtype=float)
     return {int(i) for i in ids[pareto(x, y, ids)]}
 
 
@@ -1429,16 +1454,18 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         raise SpecError("search", "--workers", "has no effect without --dask", "--dask --workers N")
     if ns.engine is not None and not ns.engine.strip():  # not "the plugin's default"
         raise SpecError("search", "--engine", "'' names no engine", "a catalog name, e.g. trtllm")
-    targets = tuple(parse_condition(t, "--at") for t in ns.at)
-    where = [parse_condition(w, "--where") for w in ns.where]
+    known = metric_table(registry)
+    targets = tuple(parse_condition(t, "--at", known=known) for t in ns.at)
+    where = [parse_condition(w, "--where", known=known) for w in ns.where]
     if ns.ttft:
-        where.append(parse_condition(ns.ttft, "--ttft", "ttft_s"))
+        where.append(parse_condition(ns.ttft, "--ttft", "ttft_s", known))
     spec = Spec(
-        check_metric(ns.x, "--x"),
-        check_metric(ns.y, "--y"),
-        check_metric(ns.objective, "--objective"),
+        check_metric(ns.x, "--x", known),
+        check_metric(ns.y, "--y", known),
+        check_metric(ns.objective, "--objective", known),
         targets,
         tuple(where),
+        frozenset(m.name for m in known.values() if m.minimize),
     )
     split = [s.strip() for item in (ns.hardware, ns.cluster) for s in [item]]
     hardware = [h.strip() for h in split[0].split(",") if h.strip()]
@@ -1522,7 +1549,8 @@ def _check_known(plan: Plan) -> None:
     asked = {spec.x, spec.y, spec.objective, *(c.metric for c in (*spec.targets, *spec.where))}
     for v in plan.variants:
         for m in sorted(asked & OPTIONAL_METRICS):
-            lacking = [p for p in NEEDS[m] if p not in v.values]
+            paths = [v.provides.get(r, r) for r in NEEDS[m]]  # its kind's field, if any
+            lacking = [p for p in paths if p not in v.values]
             if lacking:
                 raise SpecError(
                     v.ref,

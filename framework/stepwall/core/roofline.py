@@ -1,7 +1,8 @@
 """How a GPU turns per-step work (`Op`s) into time: the API of kind ``gpu`` and of hardware
 kinds that extend it (``KindSpec(..., extends=("hardware", "gpu"))``).
 
-Per op, two terms:
+Per op, two terms, as the op's kind declares (`stepwall.core.terms.OpKind`: which hardware
+fields give its bandwidth efficiency and kernel floor, what its compute ramp is in):
 
 - the roofline at the op's own roof, t = max(B / (B_HBM·η_kind), F·(1 + n½/M) / (F_p·η_p)):
   bytes at the bandwidth its kind achieves (weight-streaming GEMMs, grouped expert GEMMs,
@@ -22,24 +23,18 @@ Efficiencies, n½ and floors are fitted to microbenchmarks of the primitives
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import sympy as sp
 
-from stepwall.core.errors import SpecError
+from stepwall.core.errors import PluginError, SpecError
 from stepwall.core.laws import floor_time, roofline_rows
 from stepwall.core.scenario import Scenario
-from stepwall.core.terms import Engine, Op, Term
+from stepwall.core.terms import OP_KINDS, Engine, Op, OpKind, Term
 
 FALLBACK = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "fp8", "bf16"),
             "bf16": ("bf16",)}  # fmt: skip
-# bandwidth efficiency and floor field of each op kind
-KIND_FIELDS = {
-    "gemm": ("hbm_efficiency", ""),  # the floor of the precision's roof
-    "grouped_gemm": ("moe_efficiency", "moe_floor"),
-    "attention": ("attention_efficiency", "attention_floor"),
-    "elementwise": ("hbm_efficiency", "kernel_floor"),
-}
 
 
 def roof(scenario: Scenario, precision: str) -> tuple[str, Any]:
@@ -61,12 +56,19 @@ def op_terms(
     bytes_: sp.Expr | None = None,
     overlap: str | None = None,
     why: str = "",
+    op_kinds: Mapping[str, OpKind] = OP_KINDS,
 ) -> list[Term]:
-    """The roofline term of ``op`` (named after it) and its floor term (``<name>.floor``).
-    ``bytes_`` replaces the op's bytes (a part of it read from elsewhere); ``overlap`` its
-    overlap tag."""
+    """The roofline term of ``op`` (named after it) and its floor term (``<name>.floor``),
+    priced as its kind's declaration in ``op_kinds`` says (the registry's, with plugins'
+    kinds: the ``op_kinds`` of ``stepwall_compute_terms``). ``bytes_`` replaces the op's
+    bytes (a part of it read from elsewhere); ``overlap`` its overlap tag."""
     hw = scenario.params.hardware
-    eff_field, floor_field = KIND_FIELDS[op.kind]
+    kind = op_kinds.get(op.kind)
+    if kind is None:
+        raise PluginError(f"plugin {plugin}: op {op.name!r} is of kind {op.kind!r}, which "
+                          "op_terms was not given (pass the op_kinds of "
+                          "stepwall_compute_terms)")  # fmt: skip
+    eff_field, floor_field = kind.efficiency, kind.floor
     stated = getattr(scenario.hardware, eff_field) is not None  # else: as weight streaming
     efficiency = getattr(hw, eff_field) if stated else hw.hbm_efficiency
     if engine.memory_efficiency is not None:  # the engine's own measured streaming rate
@@ -78,16 +80,16 @@ def op_terms(
     terms = []
     half_rows = r.half_rows
     stated_moe = scenario.section(f"hardware.{used}").moe_half_rows is not None
-    if op.kind == "grouped_gemm" and stated_moe:
+    if kind.ramp == "expert_rows" and stated_moe:
         half_rows = r.moe_half_rows  # the experts' grouped GEMMs ramp up on their own
     rows, capped = op.rows, True
-    if op.kind == "attention":  # its ramp is in the context each query reads
+    if kind.ramp == "context":  # its ramp is in the context each query reads
         stated_half = scenario.hardware.attention_half_context is not None
         half_rows = hw.attention_half_context if stated_half else sp.S.Zero
         rows, capped = (op.rows if stated_half else sp.S.Zero), False
     serial = None  # the rate one sequence's attention reaches alone, where the GPU states it
     if (
-        op.kind == "attention"
+        kind.serial
         and engine.memory_efficiency is None  # an engine's single streaming rate replaces it
         and scenario.hardware.attention_user_bandwidth is not None
     ):

@@ -102,7 +102,52 @@ class Term:
 
 
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor cores run
-OP_KINDS = ("gemm", "grouped_gemm", "attention", "elementwise")
+RAMPS = ("rows", "expert_rows", "context")  # what an op kind's compute ramp is in
+
+
+@attrs.frozen
+class OpKind:
+    """A kind of per-GPU work (`Op.kind`) and how a GPU of kind ``gpu`` prices it
+    (`stepwall.core.roofline.op_terms`); the built-in ones are `OP_KINDS`, plugins add
+    their own (``stepwall_op_kinds``).
+
+    ``efficiency``: the hardware field giving the fraction of HBM bandwidth its kernels
+    stream at (where the GPU leaves it unstated: ``hbm_efficiency``); ``floor``: the hardware
+    field giving one kernel's floor ("": the GEMM floor of its precision's roof); ``ramp``:
+    what its compute ramp is in, ``rows`` through a GEMM (the roof's ``half_rows``),
+    ``expert_rows`` (the roof's ``moe_half_rows`` where stated) or ``context``, the KV tokens
+    each query reads (``attention_half_context``, uncapped); ``serial``: one sequence streams
+    at most at ``attention_user_bandwidth`` where the GPU states it."""
+
+    name: str
+    meaning: str
+    efficiency: str = "hbm_efficiency"
+    floor: str = ""
+    ramp: str = attrs.field(default="rows", validator=attrs.validators.in_(RAMPS))
+    serial: bool = False
+    plugin: str = ""
+
+
+OP_KINDS = {
+    k.name: k
+    for k in (
+        OpKind("gemm", "a weight-streaming GEMM"),
+        OpKind("grouped_gemm", "the grouped GEMMs of the routed experts", "moe_efficiency",
+               "moe_floor", "expert_rows"),
+        OpKind("attention", "decode or prefill attention over the KV cache",
+               "attention_efficiency", "attention_floor", "context", serial=True),
+        OpKind("elementwise", "small elementwise kernels (norms, RoPE, activations)",
+               floor="kernel_floor"),
+    )
+}  # fmt: skip
+
+
+def check_kinds(ops: Iterable[Op], kinds: Mapping[str, OpKind]) -> None:
+    """Refuse an op whose kind ``kinds`` does not declare (a `DimensionError` naming it)."""
+    for op in ops:
+        if op.kind not in kinds:
+            raise DimensionError(f"op kind {op.kind!r} is not one of {', '.join(kinds)}",
+                                 term=op.name, plugin=op.plugin)  # fmt: skip
 
 
 def _one_of(what: str, allowed: tuple[str, ...]) -> Validator:
@@ -120,8 +165,9 @@ def _one_of(what: str, allowed: tuple[str, ...]) -> Validator:
 class Op:
     """Per-GPU work of one step: bytes moved from memory and FLOPs, in ``kernels`` launches.
 
-    ``kind`` says which floors and efficiencies apply (a weight-streaming GEMM, the grouped
-    GEMMs of the routed experts, decode/prefill attention, or small elementwise kernels);
+    ``kind`` names its `OpKind`, which says which floors and efficiencies apply (a
+    weight-streaming GEMM, the grouped GEMMs of the routed experts, decode/prefill attention,
+    small elementwise kernels, or a plugin's kind; the composer checks it: `check_kinds`);
     ``precision`` the math the tensor cores run (an INT4 W4A16 GEMM computes in bf16, an NVFP4
     one in fp4); ``rows`` the tokens through each GEMM (per expert for grouped GEMMs), or the
     KV tokens each query attends to in an attention kernel, which set how close it gets to
@@ -142,7 +188,7 @@ class Op:
         factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
     )
     overlap: str = ""
-    kind: str = attrs.field(default="gemm", validator=_one_of("op kind", OP_KINDS))
+    kind: str = attrs.field(default="gemm", validator=_text("op"))  # of the registry's op kinds
     precision: str = attrs.field(default="bf16", validator=_one_of("op precision", PRECISIONS))
     rows: sp.Expr = attrs.field(
         factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")

@@ -32,7 +32,16 @@ from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import PluginError, SpecError, shown_path
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import Parameter, constants_in, rebuild
-from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
+from stepwall.core.terms import (
+    Constraint,
+    Decoding,
+    Engine,
+    Layout,
+    Step,
+    Term,
+    Workload,
+    check_kinds,
+)
 from stepwall.model.constraints import HINT_LIMIT, Violation, composer_constraints, explain
 from stepwall.model.economics import energy_metrics
 from stepwall.model.metrics import (
@@ -101,6 +110,9 @@ class StepModel:
     ttft_terms: tuple[Term, ...] = ()  # the terms of one prompt prefilled alone
     # the metrics' declarations, built-in then plugins' (`stepwall.model.metrics.declared`)
     declared_metrics: tuple[Metric, ...] = BUILTIN_METRICS
+    # the spec path that provides each requirement (`stepwall.plugin.requirements`) the
+    # scenario's kinds provide: "nodes" -> "cluster.nodes" for the built-in cluster
+    provides: Mapping[str, str] = attrs.field(factory=dict)
     # the compiled model, shared by every StepModel of the same shape (see `build_model`)
     shared: list[CompiledModel] = attrs.field(factory=list, eq=False, repr=False)
 
@@ -400,6 +412,7 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         tuple(steps),
         tuple(ttft_terms),
         metric_decls,
+        registry.paths(scenario),
     )
 
 
@@ -419,8 +432,12 @@ def _cost(
         "stepwall_model_work",
         "model",
     )  # fmt: skip
+    kinds = registry.op_kinds
+    check_kinds(workload.ops, kinds)
     compute = need(
-        registry.call_owner("stepwall_compute_terms", scenario, ops=workload.ops, engine=engine),
+        registry.call_owner(
+            "stepwall_compute_terms", scenario, ops=workload.ops, engine=engine, op_kinds=kinds
+        ),
         "stepwall_compute_terms",
         "hardware",
     )
@@ -583,8 +600,9 @@ def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, floa
 
 
 def _cluster_gpus(model: StepModel, values: Mapping[sp.Symbol, float]) -> int:
+    """The cluster's GPUs (nodes × GPUs per node) at ``values``; 0 when they lack either."""
     by_name = {s.name: v for s, v in values.items()}
     try:
-        return int(by_name["cluster.nodes"] * by_name["cluster.gpus_per_node"])
+        return int(by_name[model.provides["nodes"]] * by_name[model.provides["gpus_per_node"]])
     except KeyError:
         return 0

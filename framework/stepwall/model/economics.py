@@ -6,11 +6,12 @@ cluster's price per GPU-hour and PUE, beside the throughput metrics they divide.
     USD per million tokens  = c_GPU / r · 10⁶            (c_GPU in USD/s)
 
 where r is tokens/s per GPU (`stepwall.model.compose`: C·τ / (t · GPUs per replica)). Each needs its
-inputs stated in the specs (``hardware.board_power``, ``cluster.pue``,
-``cluster.price_per_gpu_hour``); where one is absent the metric is unknown, not guessed: it
-is left out of the model (`StepModel.metrics`), compiles to NaN, reads ``null`` in ``eval
---json`` and is not shown by ``eval``. An unknown energy or cost does not make a point
-infeasible (`OPTIONAL_METRICS`).
+inputs, the requirements ``board_power``, ``pue`` and ``price_per_gpu_hour``
+(`stepwall.plugin.requirements`: ``hardware.board_power``, ``cluster.pue`` and
+``cluster.price_per_gpu_hour`` for the built-in kinds), stated in the specs; where one is
+absent the metric is unknown, not guessed: it is left out of the model (`StepModel.metrics`),
+compiles to NaN, reads ``null`` in ``eval --json`` and is not shown by ``eval``. An unknown
+energy or cost does not make a point infeasible (`OPTIONAL_METRICS`).
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from stepwall.core.scenario import Scenario
 from stepwall.plugin.registry import Registry
 
 ENERGY_METRICS = ("joules_per_token", "tokens_per_s_per_mw", "usd_per_million_tokens")
-# the spec values each one needs, in words for an error or a "(unknown: …)" note
+# the requirements each one needs (`stepwall.plugin.requirements`), in the order an error
+# names the first one a scenario does not state
 NEEDS = {
-    "joules_per_token": ("hardware.board_power",),
-    "tokens_per_s_per_mw": ("hardware.board_power", "cluster.pue"),
-    "usd_per_million_tokens": ("cluster.price_per_gpu_hour",),
+    "joules_per_token": ("board_power",),
+    "tokens_per_s_per_mw": ("board_power", "pue"),
+    "usd_per_million_tokens": ("price_per_gpu_hour",),
 }
 MEGA = sp.Integer(10) ** 6
 
@@ -45,8 +47,3 @@ def energy_metrics(scenario: Scenario, per_gpu: sp.Expr, registry: Registry) -> 
     if price is not None:
         out["usd_per_million_tokens"] = price * MEGA / per_gpu
     return out
-
-
-def missing(name: str, stated: set[str]) -> list[str]:
-    """The spec paths ``name`` needs that are not in ``stated``."""
-    return [p for p in NEEDS.get(name, ()) if p not in stated]

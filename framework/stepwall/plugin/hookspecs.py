@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import sympy as sp
 
     from stepwall.core.fields import KindSpec
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         Engine,
         Layout,
         Op,
+        OpKind,
         Step,
         Term,
         Workload,
@@ -93,10 +96,12 @@ def stepwall_model_work(
 
 @hookspec(firstresult=True)
 def stepwall_compute_terms(
-    scenario: Scenario, ops: tuple[Op, ...], engine: Engine
+    scenario: Scenario, ops: tuple[Op, ...], engine: Engine, op_kinds: Mapping[str, OpKind]
 ) -> list[Term] | None:
     """Turn per-GPU work into time (a roofline per op at its precision's roof, plus kernel
-    floors scaled by the engine). Called on the owner of the scenario's ``hardware`` kind."""
+    floors scaled by the engine), each op priced as its kind's declaration in ``op_kinds``
+    (the built-in kinds and plugins') says. Called on the owner of the scenario's
+    ``hardware`` kind."""
 
 
 @hookspec(firstresult=True)
@@ -166,6 +171,15 @@ def stepwall_metrics() -> list[Metric]:
     function of the scenario and the built-in metrics' expressions. Eval, sweep, search,
     the explorer and the reference docs show it. Called once when the registry is built.
     Not firstresult."""
+
+
+@hookspec
+def stepwall_op_kinds() -> list[OpKind]:
+    """Declare kinds of per-GPU work beside the built-in ones (`stepwall.core.terms.OP_KINDS`):
+    each a `stepwall.core.terms.OpKind` with its name, meaning and how a GPU prices it (the
+    hardware fields of its bandwidth efficiency and kernel floor, its compute ramp). An `Op`
+    of the model's work may then name it as its ``kind``. Called once when the registry is
+    built; a built-in kind's name is refused. Not firstresult."""
 
 
 @hookspec

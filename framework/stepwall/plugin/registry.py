@@ -40,7 +40,17 @@ import sympy as sp
 
 from stepwall.core.errors import DimensionError, PluginError, StepwallError, env_flag
 from stepwall.core.fields import KindSpec, combined
-from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Term, Workload
+from stepwall.core.terms import (
+    OP_KINDS,
+    Constraint,
+    Decoding,
+    Engine,
+    Layout,
+    OpKind,
+    Step,
+    Term,
+    Workload,
+)
 from stepwall.plugin import hookspecs, requirements
 from stepwall.plugin.hookspecs import DISABLE_ENV, DISABLED_ENV, ENTRY_POINT_GROUP
 
@@ -85,6 +95,7 @@ ENTRY_HOOKS = {
     "formats": ("stepwall_formats", "output format"),
     "primitives": ("stepwall_primitives", "primitive"),
     "metrics": ("stepwall_metrics", "metric"),
+    "op_kinds": ("stepwall_op_kinds", "op kind"),
     "commands": ("stepwall_commands", "command"),
 }
 
@@ -161,6 +172,17 @@ class Registry:
         return self._gather("metrics")
 
     @property
+    def op_kinds(self) -> dict[str, OpKind]:
+        """The kinds of per-GPU work: the built-in `OP_KINDS`, then those plugins declared
+        (``stepwall_op_kinds``), by name; a plugin's that takes a built-in's name raises."""
+        extra = self._gather("op_kinds")
+        for kind in extra.values():
+            if kind.name in OP_KINDS:
+                raise PluginError(f"plugin {kind.plugin}: op kind {kind.name!r} is a built-in "
+                                  "op kind")  # fmt: skip
+        return {**OP_KINDS, **extra}
+
+    @property
     def commands(self) -> dict[str, Any]:
         """The commands plugins added (``stepwall_commands``), by name."""
         return self._gather("commands")
@@ -201,6 +223,11 @@ class Registry:
         """The spec path of ``scenario`` that provides ``requirement``
         (`stepwall.plugin.requirements`); None for an optional one its kind does not."""
         return requirements.path(self.kinds, scenario.kinds, requirement)
+
+    def paths(self, scenario: Scenario) -> dict[str, str]:
+        """The spec path that provides each requirement the kinds of ``scenario`` provide."""
+        found = {name: self.path(scenario, name) for name in requirements.REQUIREMENTS}
+        return {name: path for name, path in found.items() if path is not None}
 
     def parameter(self, scenario: Scenario, requirement: str) -> Parameter | None:
         """The Parameter that provides ``requirement`` in ``scenario`` (None: not stated)."""

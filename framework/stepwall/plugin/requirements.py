@@ -1,5 +1,6 @@
 """What the composer and the core's metrics need from the spec's sections, by name rather than
-by a plugin's field: device memory, the cluster's size, board power, PUE, price.
+by a plugin's field: device memory, the cluster's size and scale-up domain, board power, PUE,
+price.
 
 A kind states which of its fields provides a requirement in its declaration
 (``KindSpec(..., provides={"device_memory": "memory_capacity"})``); a kind that extends
@@ -36,6 +37,9 @@ REQUIREMENTS: dict[str, Requirement] = {
     ),
     "nodes": Requirement("cluster", "dimensionless", "nodes in the cluster"),
     "gpus_per_node": Requirement("cluster", "dimensionless", "GPUs per node"),
+    "scale_up_domain": Requirement(
+        "cluster.scale_up", "dimensionless", "GPUs in one scale-up domain (the widest TP)"
+    ),
     "board_power": Requirement(
         "hardware", "power", "board power per GPU (energy metrics)", optional=True
     ),

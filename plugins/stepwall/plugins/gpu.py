@@ -26,7 +26,7 @@ from stepwall.core.primitives import Primitive
 from stepwall.core.roofline import op_terms
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import constant
-from stepwall.core.terms import PRECISIONS, Engine, Op, Term
+from stepwall.core.terms import PRECISIONS, Engine, Op, OpKind, Term
 from stepwall.core.units import DIMENSIONLESS, INFORMATION
 from stepwall.plugin.hookspecs import hookimpl
 
@@ -143,8 +143,10 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 
 
 @hookimpl
-def stepwall_compute_terms(scenario: Scenario, ops: tuple[Op, ...], engine: Engine) -> list[Term]:
-    return [t for op in ops for t in op_terms(scenario, op, engine, PLUGIN)]
+def stepwall_compute_terms(
+    scenario: Scenario, ops: tuple[Op, ...], engine: Engine, op_kinds: Mapping[str, OpKind]
+) -> list[Term]:
+    return [t for op in ops for t in op_terms(scenario, op, engine, PLUGIN, op_kinds=op_kinds)]
 
 
 # ---------------------------------------------------------------- primitives (calibration)

@@ -80,10 +80,15 @@ class NoScaleOut:
 
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
+    domain = {"scale_up_domain": "domain_size"}
     return [
-        KindSpec("cluster.scale_up", "nvlink", ScaleUp, "NVLink/NVSwitch domain"),
+        KindSpec("cluster.scale_up", "nvlink", ScaleUp, "NVLink/NVSwitch domain", provides=domain),
         KindSpec(
-            "cluster.scale_up", "pcie", ScaleUp, "GPUs on a PCIe switch, no in-switch reduction"
+            "cluster.scale_up",
+            "pcie",
+            ScaleUp,
+            "GPUs on a PCIe switch, no in-switch reduction",
+            provides=domain,
         ),
         KindSpec(
             "cluster.scale_up",
@@ -91,6 +96,7 @@ def stepwall_spec_kinds() -> list[KindSpec]:
             ScaleUp,
             "AMD Infinity Fabric (xGMI): a full mesh of links, no switch, so no in-network "
             "reduction; link_bandwidth is the sum over a GPU's links to its peers",
+            provides=domain,
         ),
         KindSpec("cluster.scale_out", "infiniband", ScaleOut, "InfiniBand or RoCE, a NIC per GPU"),
         KindSpec(

@@ -166,9 +166,8 @@ def render(report: Report, o: ParetoOptions, at: str) -> list[str]:
         s[f"{o.id}.{_ident(opt.label)}.x_max"] = max(xs) if xs else float("nan")
     for v in plan.variants:  # what each option states: price (USD/h), board power (W), PUE
         lab = _ident(v.option.label)
-        for key, name, scale in (("cluster.price_per_gpu_hour", "price_per_gpu_hour", 3600.0),
-                                 ("hardware.board_power", "board_power", 1.0),
-                                 ("cluster.pue", "pue", 1.0)):  # fmt: skip
+        for name, scale in (("price_per_gpu_hour", 3600.0), ("board_power", 1.0), ("pue", 1.0)):
+            key = v.provides.get(name, "")  # the spec path of the requirement, by its kind
             if key in v.values:
                 s[f"{o.id}.{lab}.{name}"] = v.values[key] * scale
     title = fill(o.title, report.ns, report.where, at + "title") or f"{o.model}: frontiers"
