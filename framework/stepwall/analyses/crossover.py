@@ -56,7 +56,12 @@ def crossover(
     symbolic: bool = False,
 ) -> Derivation:
     """Where the two scenarios' metrics are equal along KEY (for workload.concurrency: total
-    users across each scenario's DP replicas)."""
+    users across each scenario's DP replicas).
+
+    Stays whole: one scan of the shared range finds the roots and the infeasible crossings, and
+    which of the five answers it gives (no feasible range, infeasible crossings only, equal
+    metrics, one leads, a crossing) depends on them all.
+    """
     sym = parameter(model, key)
     parameter(other, key)
     e1, e2 = metric_expr(model, metric), metric_expr(other, metric)

@@ -271,7 +271,11 @@ def kink_equation(
 ) -> tuple[sp.Expr, str] | None:
     """At a kink x: the boundary between the branches active just below and just above x, as
     an expression that is zero there (a Piecewise condition's lhs − rhs, or the difference of
-    the two Min/Max arguments), found along the active branches only."""
+    the two Min/Max arguments), found along the active branches only.
+
+    Stays whole: its nested helpers share the two sides of the kink (`left`, `right`) and walk
+    one expression tree together.
+    """
     d = 1e-6 * max(1.0, abs(x))
     left, right = {**values, sym: x - d}, {**values, sym: x + d}
 

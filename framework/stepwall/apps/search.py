@@ -1227,7 +1227,11 @@ def _num(v: float | None, digits: int = 4) -> str:
 
 
 def text(result: Result) -> str:
-    """The human summary: counts, each option's frontier, the best at each target."""
+    """The human summary: counts, each option's frontier, the best at each target.
+
+    Stays whole: the summary's lines in the order they print: one loop over the options, one
+    over the targets.
+    """
     plan, spec = result.plan, result.plan.spec
     lines = [
         f"search {plan.model}: {result.evaluated:,} configurations, {result.feasible:,} "
@@ -1484,7 +1488,11 @@ def _ints(text: str, where: str) -> list[int]:
 
 
 def run_cli(ns: SearchOptions, registry: Any) -> int:
-    """``stepwall search``: plan, evaluate (here or on dask), print or write."""
+    """``stepwall search``: plan, evaluate (here or on dask), print or write.
+
+    Stays whole: the command line's checks in the order their errors are reported, then plan
+    and run, then one case per output destination.
+    """
 
     if ns.workers is not None and ns.workers < 1:
         raise SpecError("search", "--workers", f"{ns.workers} worker processes", "at least 1")

@@ -64,7 +64,11 @@ def op_terms(
 ) -> list[Term]:
     """The roofline term of ``op`` (named after it) and its floor term (``<name>.floor``).
     ``bytes_`` replaces the op's bytes (a part of it read from elsewhere); ``overlap`` its
-    overlap tag."""
+    overlap tag.
+
+    Stays whole: each op kind's exceptions (the MoE ramp, attention's context ramp and per-user
+    rate) adjust the same roofline inputs before its one term is built.
+    """
     hw = scenario.params.hardware
     eff_field, floor_field = KIND_FIELDS[op.kind]
     stated = getattr(scenario.hardware, eff_field) is not None  # else: as weight streaming

@@ -287,11 +287,20 @@ MAX_PLACEHOLDER = 1000  # characters in one placeholder; the shipped reports use
 
 def fill(text: str, ns: Namespace, where: str, key: str) -> str:
     """Replace each ``{expr[ as unit][:format]}``; ``{{`` and ``}}`` are literal braces, and
-    a brace that opens or closes no placeholder is an error."""
+    a brace that opens or closes no placeholder is an error.
+
+    Stays whole: its nested `one` is the `re.sub` callback and needs the text it reports an
+    unclosed brace in.
+    """
     # literal braces as Python's format reads them, left to right: "{{{x}}}" is "{" x "}"
     text = _ESCAPED.sub(lambda m: _ESCAPES.get(m.group(), m.group()), text)
 
     def one(m: re.Match[str]) -> str:
+        """The text of one placeholder match.
+
+        Stays whole: the format, the unit and the value of one placeholder are read in turn
+        from one body.
+        """
         if m.group(1) is None or not m.group(1).strip():
             shown = text[m.start() : m.start() + 40].split("\n")[0].translate(_LITERAL)
             problem = (f"placeholder {shown!r} is not closed" if m.group(0) == "{" else
