@@ -455,8 +455,9 @@ def _plan(
     """How one output's bounds are found and the two points that attain them (``g`` is the
     output ``name`` with every unranged parameter substituted).
 
-    Stays whole: the directions found first decide among the three outcomes (exact at corners,
-    split in one variable, sampled), each refining the same corner points.
+    Stays whole: the directions found first decide among the three outcomes (exact at the
+    corners, split in the one unknown variable, sampled over several), which all start from the
+    same corner points.
     """
     directions: dict[Any, int | None] = {}
     for x in syms:

@@ -241,7 +241,7 @@ def read_data(path: Path, primitives: Mapping[str, Primitive], section: str) -> 
     """Read and check a CSV of measurements of primitives of ``section``'s fields.
 
     Stays whole: the checks of one file in reading order (bytes, text, header, rows, then each
-    row's cells), each a one-line error naming its line and column.
+    row's cells), each a one-line error naming where in the file it is.
     """
     where = str(path)
     try:

@@ -67,7 +67,7 @@ def op_terms(
     overlap tag.
 
     Stays whole: each op kind's exceptions (the MoE ramp, attention's context ramp and per-user
-    rate) adjust the same roofline inputs before its one term is built.
+    rate) adjust the same roofline inputs before its roofline and floor terms are built.
     """
     hw = scenario.params.hardware
     eff_field, floor_field = KIND_FIELDS[op.kind]

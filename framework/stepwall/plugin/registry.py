@@ -487,8 +487,8 @@ def _entries(
 ) -> dict[str, Any]:
     """One plugin's declared analyses / blocks / formats, named and checked for clashes.
 
-    Stays whole: the checks of one declared entry in the order their errors are reported, then
-    its wrapping.
+    Stays whole: one loop over the declared entries: each one's checks in the order their
+    errors are reported, then its wrapping.
     """
     try:
         declared = impl.function()

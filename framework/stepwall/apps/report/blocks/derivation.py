@@ -106,8 +106,8 @@ def compute(
 
 
 def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
-    """A derivation block: the analysis run (or taken from the cache), its fields published as
-    scalars, and its text.
+    """A derivation block: the analysis's result (computed here, or by the job started with
+    the report), its fields published as scalars, and its text.
 
     Stays whole: one result's fields published and written in the order the block shows them.
     """
@@ -172,7 +172,8 @@ def _sensitivities(report: Report, o: DerivationOptions, result: Derivation,
     ``ID.sensitivities.csv``, the largest ``o.sensitivities`` of the parameters that take any
     value (not whole-number counts) as a table.
 
-    Stays whole: the CSV, the scalars and the table are written from the same rows in one pass.
+    Stays whole: the CSV and the scalars are written in one pass over the rows, and the table
+    shows the first of the same rows.
     """
     if result.equation is None and not result.sensitivity_note:
         return []
