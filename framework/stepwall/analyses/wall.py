@@ -83,6 +83,27 @@ def _a_and_b(f: sp.Expr, sym: sp.Symbol, x0: float) -> tuple[float, float] | Non
     return float(a_num), float(b_num)
 
 
+def _closed_wall(f_sym: sp.Expr | None, sym: sp.Symbol, A: float, B: float) -> tuple[str, str, str]:
+    """N* = A/(ε·B) as text, LaTeX and srepr: A and B read from the symbolic step time
+    ``f_sym`` where one is given, else their numbers."""
+    if f_sym is not None:
+        x = sp.Dummy("x", positive=True)
+        fsx = sp.expand(f_sym.xreplace({sym: 1 / x}))
+        b_s = fsx.xreplace({x: 0})
+        a_s = sp.diff(fsx, x).xreplace({x: 0})
+        a_str, b_str = str(a_s), str(b_s)
+        srepr = sp.srepr(a_s / (EPS * b_s))
+        a_tex = sp.latex(a_s, symbol_names=latex_names([a_s]))
+        b_tex = sp.latex(b_s, symbol_names=latex_names([b_s]))
+    else:
+        a_str, b_str = f"{A:.6g}", f"{B:.6g}"
+        a_tex, b_tex = a_str, b_str
+        srepr = sp.srepr(sp.Float(A) / (EPS * sp.Float(B)))
+    closed = f"({a_str})/(epsilon*({b_str}))"
+    latex = rf"\frac{{{a_tex}}}{{\epsilon \cdot \left({b_tex}\right)}}"
+    return closed, latex, srepr
+
+
 def _a_by_term(model: StepModel, sym: sp.Symbol, x0: float) -> dict[str, float]:
     """Each term's share of A (its fall from x0 to a far N, times x0), the negligible left out."""
     terms = {}
@@ -130,7 +151,6 @@ def wall(
             f"; addends growing without bound in {key} ({', '.join(frozen)}) held at their "
             f"value at {key} = {x0:g}"
         )
-    x = sp.Dummy("x", positive=True)
     details: dict[str, Any] = {"eps": eps, "point": x0, "frozen": frozen}
     method, note, srepr = "symbolic", "", ""
     value: float | None = None
@@ -147,24 +167,10 @@ def wall(
             value, note = None, f"t does not fall with {key} (A = {A:g} ≤ 0): no wall"
         else:
             value = A / (eps * B)
-        srepr = sp.srepr(sp.Float(A) / (EPS * sp.Float(B)))
-        if f_sym is not None and sp.count_ops(f_sym) <= MAX_OPS:
-            fsx = sp.expand(f_sym.xreplace({sym: 1 / x}))
-            b_s = fsx.xreplace({x: 0})
-            a_s = sp.diff(fsx, x).xreplace({x: 0})
-            a_str, b_str = str(a_s), str(b_s)
-            srepr = sp.srepr(a_s / (EPS * b_s))
-            a_tex = sp.latex(a_s, symbol_names=latex_names([a_s]))
-            b_tex = sp.latex(b_s, symbol_names=latex_names([b_s]))
-        elif f_sym is not None:
-            a_str, b_str = f"{A:.6g}", f"{B:.6g}"
-            a_tex, b_tex = a_str, b_str
+        small = f_sym is not None and sp.count_ops(f_sym) <= MAX_OPS
+        closed, latex, srepr = _closed_wall(f_sym if small else None, sym, A, B)
+        if f_sym is not None and not small:
             note = f"the symbolic step time has over {MAX_OPS} operations; A, B shown numerically"
-        else:
-            a_str, b_str = f"{A:.6g}", f"{B:.6g}"
-            a_tex, b_tex = a_str, b_str
-        closed = f"({a_str})/(epsilon*({b_str}))"
-        latex = rf"\frac{{{a_tex}}}{{\epsilon \cdot \left({b_tex}\right)}}"
         details["shape"] = "A/(epsilon*B): t(N) = B + A/N"
         details["A_by_term"] = _a_by_term(model, sym, x0)
     else:
