@@ -120,7 +120,11 @@ def resolve_branches(
     expr: sp.Expr, vals: Mapping[sp.Symbol, float], choices: list[str] | None = None
 ) -> Any:
     """``expr`` with every Piecewise, Min and Max replaced by the branch active at ``vals``
-    (numbers for every free symbol). ``choices`` collects what was picked."""
+    (numbers for every free symbol). ``choices`` collects what was picked.
+
+    Stays whole: a recursive walk with one case per branching node (Piecewise, Min/Max,
+    anything else), each recursing into the branch it picks.
+    """
     if not isinstance(expr, sp.Basic) or not expr.args:
         return expr
     if isinstance(expr, sp.Piecewise):

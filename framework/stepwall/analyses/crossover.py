@@ -56,7 +56,12 @@ def crossover(
     symbolic: bool = False,
 ) -> Derivation:
     """Where the two scenarios' metrics are equal along KEY (for workload.concurrency: total
-    users across each scenario's DP replicas)."""
+    users across each scenario's DP replicas).
+
+    Stays whole: one scan of the shared range finds the roots and the infeasible crossings, and
+    which of the five answers it gives (no feasible range, infeasible crossings only, equal
+    metrics, one leads, a crossing) depends on them all.
+    """
     sym = parameter(model, key)
     parameter(other, key)
     e1, e2 = metric_expr(model, metric), metric_expr(other, metric)
@@ -108,53 +113,17 @@ def crossover(
     }
     if r1.empty or r2.empty:  # one side holds nowhere along the axis: nothing to compare
         why = f"no feasible {key}: {n1}: {r1.describe(key)}; {n2}: {r2.describe(key)}"
-        return Derivation(
-            kind="crossover",
-            key=key,
-            value=None,
-            feasible_value=None,
-            closed_form="none",
-            latex="",
-            definition=definition,
-            method="numeric",
-            note=why,
-            scenario=n1,
-            details=details,
-        )
+        return _no_crossing(key, definition, why, n1, details)
     if not roots and dropped:
         why = (
             f"the metrics cross only where a constraint fails (x = "
             f"{', '.join(f'{d:.4g}' for d in dropped)}): {n1}: {r1.describe(key)}; "
             f"{n2}: {r2.describe(key)}"
         )
-        return Derivation(
-            kind="crossover",
-            key=key,
-            value=None,
-            feasible_value=None,
-            closed_form="none",
-            latex="",
-            definition=definition,
-            method="numeric",
-            note=why,
-            scenario=n1,
-            details=details,
-        )
+        return _no_crossing(key, definition, why, n1, details)
     if not roots and not np.any(dv):
         why = f"{metric} is the same for both over the whole range [{lo:g}, {hi:g}]: no crossing"
-        return Derivation(
-            kind="crossover",
-            key=key,
-            value=None,
-            feasible_value=None,
-            closed_form="none",
-            latex="",
-            definition=definition,
-            method="numeric",
-            note=why,
-            scenario=n1,
-            details=details,
-        )
+        return _no_crossing(key, definition, why, n1, details)
     if not roots:
         lead = n1 if dv[len(dv) // 2] > 0 else n2
         ratio_lo = float(g1(lo)) / float(g2(lo))
@@ -165,19 +134,7 @@ def crossover(
             f"assumed: {n1}/{n2} = {ratio_lo:.3g} at {lo:g}, {ratio_hi:.3g} at {hi:g}); "
             "the sign of the difference never changes, so there is no crossover"
         )
-        return Derivation(
-            kind="crossover",
-            key=key,
-            value=None,
-            feasible_value=None,
-            closed_form="none",
-            latex="",
-            definition=definition,
-            method="numeric",
-            note=why,
-            scenario=n1,
-            details=details,
-        )
+        return _no_crossing(key, definition, why, n1, details)
     r = roots[0]
     eq = crossing_equation(model, other, sym, e1, e2, r, metric)
     cr, why, shown = closed_for(eq, r, symbolic)
@@ -207,6 +164,25 @@ def crossover(
         latex=latex, definition=definition, method=method, note=note, scenario=n1,
         details=details, srepr=srepr, form=form, regime=regime, equation=eq,
     )  # fmt: skip
+
+
+def _no_crossing(
+    key: str, definition: str, why: str, scenario: str, details: dict[str, Any]
+) -> Derivation:
+    """A crossover with no crossing, and why."""
+    return Derivation(
+        kind="crossover",
+        key=key,
+        value=None,
+        feasible_value=None,
+        closed_form="none",
+        latex="",
+        definition=definition,
+        method="numeric",
+        note=why,
+        scenario=scenario,
+        details=details,
+    )
 
 
 def side_names(model: StepModel, other: StepModel) -> tuple[str, str]:

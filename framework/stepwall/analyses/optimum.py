@@ -61,7 +61,11 @@ def optimum(
     model: StepModel, key: str, symbolic: bool = False, metric: str = "step_time_s"
 ) -> Derivation:
     """Where d(metric)/dKEY = 0 inside KEY's feasible range (step time: minimum; throughput:
-    maximum), or the kink where a branch changes, or "monotone: best at the bound"."""
+    maximum), or the kink where a branch changes, or "monotone: best at the bound".
+
+    Stays whole: the bound, kink and stationary cases each set the closed form, value and note
+    that the shared tail (LaTeX, details, the best whole value, the equation) then reports.
+    """
     sym = parameter(model, key)
     expr = metric_expr(model, metric)
     minimize = minimize_sense(metric)
@@ -80,28 +84,8 @@ def optimum(
     cands: list[tuple[float, str, Any]] = [(lo, "bound", str(lo)), (hi, "bound", str(hi))]
     cands += [(s.lo, "kink", "") for s in segs[1:]]
     notes: list[str] = []
-    numeric_used = False
-    for s in segs:
-        d = sp.diff(s.expr, sym)
-        if d == 0 or sym not in d.free_symbols:
-            continue
-        sols, why = solve(d, sym)
-        found = [(float(sp.re(sp.N(r))), r) for r in sols]
-        if not sols:
-            # numeric: sign changes of the derivative on the segment
-            dfn = lambdify1(d, sym)
-            xs = np.linspace(s.lo, s.hi, 200)
-            ds = np.asarray(dfn(xs), dtype=float) * np.ones_like(xs)
-            for i in range(1, len(xs)):
-                if np.sign(ds[i]) != np.sign(ds[i - 1]) and np.isfinite(ds[i - 1 : i + 1]).all():
-                    r = bisect(lambda v, g=dfn: float(g(v)), xs[i - 1], xs[i])  # type: ignore[misc]
-                    found.append((r, ""))
-                    numeric_used = True
-            if why and found:
-                notes.append(why + "; derivative root found by bisection")
-        for r, closed in found:
-            if s.lo < r < s.hi:
-                cands.append((r, "stationary", closed))
+    stationary, numeric_used = _stationary_points(segs, sym, notes)
+    cands += stationary
     best = min(cands, key=lambda c: cost(c[0]))
     x, where, closed = best
     grid = scan_grid(lo, hi, 400)
@@ -124,27 +108,13 @@ def optimum(
         bc = boundary_closed_form(model, sym, x, symbolic, expr)
         closed = bc if bc is not None else sp.Float(x, 6)
         value = x
-        eps_ = 1e-6 * max(1.0, x)
-        dl, dr = (float(fn(x + e)) - float(fn(x)) for e in (-eps_, eps_))
-        note = (
-            f"at a kink where a branch changes (a collective leaves its domain, or an "
-            f"algorithm switches): {metric} rises on both sides ({dl:.3g}, {dr:.3g} over ±"
-            f"{eps_:.1g})"
-        )
+        note = _kink_note(fn, x, metric)
     else:
         value = x
         note = "interior stationary point"
         if symbolic and closed:
-            vals = {**model.values, sym: x}
-            g = resolve_branches(relax(expr), vals)
-            sols, why = solve(sp.diff(g, sym), sym, vals)
-            match = [s for s in sols if abs(number(s, vals) - x) <= 1e-4 * max(1.0, x)]
-            if match:
-                closed = match[0]
-            else:
-                notes.append(
-                    f"symbolic form not found ({why or 'no matching root'}); numeric shown"
-                )
+            root = _symbolic_root(model, expr, sym, x, notes)
+            closed = root if root is not None else closed
     if numeric_used and where == "stationary" and not closed:
         closed = f"root of d({metric})/d{key} = 0 near {x:.6g}"
     if notes:
@@ -168,11 +138,9 @@ def optimum(
     feas = None
     if region.whole is not None:
         if region.whole.size:
-            ints = region.whole
-            ev = np.asarray(exact(model, metric, sym, ints), dtype=float) * np.ones_like(ints)
-            best_i = int(np.argmin(ev if minimize else -ev))
-            feas = int(ints[best_i])
-            details["metric_at_feasible_exact"] = float(ev[best_i])
+            feas, details["metric_at_feasible_exact"] = _best_whole(
+                model, metric, sym, region.whole, minimize
+            )
             if feas not in (math.floor(value), math.ceil(value)):
                 note += (
                     f"; the best whole {key} where every constraint holds is {feas} "
@@ -198,6 +166,72 @@ def optimum(
         equation=eq,
         sensitivity_note=why,
     )
+
+
+def _kink_note(fn: Any, x: float, metric: str) -> str:
+    """The note at a kink: how the relaxed metric `fn` rises on both sides of x."""
+    eps_ = 1e-6 * max(1.0, x)
+    dl, dr = (float(fn(x + e)) - float(fn(x)) for e in (-eps_, eps_))
+    return (
+        f"at a kink where a branch changes (a collective leaves its domain, or an "
+        f"algorithm switches): {metric} rises on both sides ({dl:.3g}, {dr:.3g} over ±"
+        f"{eps_:.1g})"
+    )
+
+
+def _symbolic_root(
+    model: StepModel, expr: sp.Expr, sym: sp.Symbol, x: float, notes: list[str]
+) -> sp.Basic | None:
+    """The symbolic root of d(expr)/dsym = 0 (the other keys symbols) that is the stationary
+    point x, or None with why in `notes`."""
+    vals = {**model.values, sym: x}
+    g = resolve_branches(relax(expr), vals)
+    sols, why = solve(sp.diff(g, sym), sym, vals)
+    match = [s for s in sols if abs(number(s, vals) - x) <= 1e-4 * max(1.0, x)]
+    if match:
+        return match[0]
+    notes.append(f"symbolic form not found ({why or 'no matching root'}); numeric shown")
+    return None
+
+
+def _stationary_points(
+    segs: list[Segment], sym: sp.Symbol, notes: list[str]
+) -> tuple[list[tuple[float, str, Any]], bool]:
+    """The candidates where d(metric)/dKEY = 0 inside each segment (closed form, else the
+    derivative's sign changes bisected, noted in `notes`), and whether bisection was used."""
+    cands: list[tuple[float, str, Any]] = []
+    numeric_used = False
+    for s in segs:
+        d = sp.diff(s.expr, sym)
+        if d == 0 or sym not in d.free_symbols:
+            continue
+        sols, why = solve(d, sym)
+        found = [(float(sp.re(sp.N(r))), r) for r in sols]
+        if not sols:
+            # numeric: sign changes of the derivative on the segment
+            dfn = lambdify1(d, sym)
+            xs = np.linspace(s.lo, s.hi, 200)
+            ds = np.asarray(dfn(xs), dtype=float) * np.ones_like(xs)
+            for i in range(1, len(xs)):
+                if np.sign(ds[i]) != np.sign(ds[i - 1]) and np.isfinite(ds[i - 1 : i + 1]).all():
+                    r = bisect(lambda v, g=dfn: float(g(v)), xs[i - 1], xs[i])  # type: ignore[misc]
+                    found.append((r, ""))
+                    numeric_used = True
+            if why and found:
+                notes.append(why + "; derivative root found by bisection")
+        for r, closed in found:
+            if s.lo < r < s.hi:
+                cands.append((r, "stationary", closed))
+    return cands, numeric_used
+
+
+def _best_whole(
+    model: StepModel, metric: str, sym: sp.Symbol, ints: np.ndarray, minimize: bool
+) -> tuple[int, float]:
+    """The best of the whole values where every constraint holds, and its exact metric."""
+    ev = np.asarray(exact(model, metric, sym, ints), dtype=float) * np.ones_like(ints)
+    best_i = int(np.argmin(ev if minimize else -ev))
+    return int(ints[best_i]), float(ev[best_i])
 
 
 def optimum_equation(
@@ -237,7 +271,11 @@ def kink_equation(
 ) -> tuple[sp.Expr, str] | None:
     """At a kink x: the boundary between the branches active just below and just above x, as
     an expression that is zero there (a Piecewise condition's lhs − rhs, or the difference of
-    the two Min/Max arguments), found along the active branches only."""
+    the two Min/Max arguments), found along the active branches only.
+
+    Stays whole: its nested helpers share the two sides of the kink (`left`, `right`) and walk
+    one expression tree together.
+    """
     d = 1e-6 * max(1.0, abs(x))
     left, right = {**values, sym: x - d}, {**values, sym: x + d}
 

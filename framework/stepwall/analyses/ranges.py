@@ -199,6 +199,10 @@ class _Analyzer:
         return hit
 
     def _interval(self, e: Any) -> Interval:
+        """The interval of ``e``'s values over the box (interval arithmetic).
+
+        Stays whole: interval arithmetic with one case per sympy node type.
+        """
         if e.is_Number:
             v = float(e)
             return v, v
@@ -264,6 +268,11 @@ class _Analyzer:
         return self._mono[k]
 
     def _monotone(self, e: Any, x: Any) -> int | None:
+        """The direction of ``e`` in ``x`` over the box: 1 rising, -1 falling, 0 constant, None
+        not known.
+
+        Stays whole: one case per sympy node type, each recursing into its arguments.
+        """
         if x not in e.free_symbols:
             return 0
         if e == x:
@@ -444,7 +453,12 @@ def _plan(
     name: str,
 ) -> tuple[str, str, dict[Any, float], dict[Any, float]]:
     """How one output's bounds are found and the two points that attain them (``g`` is the
-    output ``name`` with every unranged parameter substituted)."""
+    output ``name`` with every unranged parameter substituted).
+
+    Stays whole: the directions found first decide among the three outcomes (exact at the
+    corners, split in the one unknown variable, sampled over several), which all start from the
+    same corner points.
+    """
     directions: dict[Any, int | None] = {}
     for x in syms:
         d = an.monotone(g, x)
@@ -744,7 +758,11 @@ def root_interval(
     spans over the box of the ranged inputs: the analysis run at every corner of the box
     (the ranged inputs of ``model`` and of any other scenario it compares against), in
     ``details["range"]`` and said in the note. A root that depends monotonically on each
-    input has its extremes at corners; ``definition`` is unchanged."""
+    input has its extremes at corners; ``definition`` is unchanged.
+
+    Stays whole: one loop over the box's corners collects the values and misses that the note
+    and details built after it report.
+    """
 
     seen: dict[tuple[str, str], StepModel] = {}
 

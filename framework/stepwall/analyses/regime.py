@@ -32,7 +32,11 @@ if TYPE_CHECKING:
 
 
 def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivation]:
-    """Which step-time term is largest over KEY's range, and where that changes."""
+    """Which step-time term is largest over KEY's range, and where that changes.
+
+    Stays whole: one scan of the grid finds the spans and the changes, and each change's
+    derivation shares the definition and the spans.
+    """
     sym = parameter(model, key)
     region = feasible_region(model, sym, *key_range(model, sym))
     if region.empty:

@@ -107,7 +107,11 @@ def split(eq: sp.Expr, x: sp.Symbol, values: Mapping[sp.Basic, float] | None = N
     """F's numerator (denominators cleared) as a polynomial in x and ``U_j = e^{λ_j x}``, one
     U per distinct rate; or why it is not one (an exponent not linear in x, a base that
     depends on x, x left elsewhere, e.g. in a logarithm). Monomials negligible against the
-    largest at ``values`` (which includes x at the root) are float noise and dropped."""
+    largest at ``values`` (which includes x at the root) are float noise and dropped.
+
+    Stays whole: the rewrite's nested helpers collect the rates and their symbols, by which the
+    numerator's monomials are then keyed and pruned.
+    """
     rates: list[Rate] = []
     us: list[sp.Dummy] = []
     problems: list[str] = []
@@ -382,6 +386,13 @@ def _asymptotic(
     names: Callable[[Rate], tuple[str, str, str]] | None,
     only: Sequence[tuple[float, str]] | None = None,
 ) -> ClosedRoot | None:
+    """The closed-form root with each exponential kept, saturated (→ 0) or linearised (≈ 1 +
+    λx): of the choices that give a root near ``r`` within MAX_ERROR, the most accurate (None
+    if none).
+
+    Stays whole: one loop over the choices whose filters, root and approximation text all
+    belong to one candidate.
+    """
     label = names or (lambda rate: ("saturated", "first order", str(rate.atom)))
     lams = [_num(rate.lam, vals) for rate in s.rates]
     best: tuple[tuple[float, int, int], ClosedRoot] | None = None

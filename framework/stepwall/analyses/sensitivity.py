@@ -40,7 +40,11 @@ def sensitivities(
     eq: Equation, root: float, symbolic: bool = False
 ) -> tuple[tuple[Sensitivity, ...], str]:
     """The root's elasticity to every parameter in F, largest magnitude first (ties by name
-    and side), and "" — or no rows and why (F too large, x* not a root of F, ∂F/∂x = 0)."""
+    and side), and "" — or no rows and why (F too large, x* not a root of F, ∂F/∂x = 0).
+
+    Stays whole: a sequence of refusals, each with its why, on the way to the partial
+    derivatives, then one row per parameter from them.
+    """
     F = sp.sympify(eq.F)
     if F.has(sp.Piecewise, sp.Min, sp.Max, sp.ceiling, sp.floor):
         return (), "branches remain in the defining equation"
@@ -115,7 +119,11 @@ def gradient(F: sp.Expr, at: dict[sp.Basic, float]) -> tuple[float, dict[sp.Basi
     """F and ∂F/∂s for every symbol s at ``at``, by the chain rule on F's expression tree in
     reverse (one forward pass for the values, one backward pass for the adjoints; a subtree
     shared by several parents is visited once). None when F holds a function other than
-    +, ×, power, exp and log, or a value leaves the reals."""
+    +, ×, power, exp and log, or a value leaves the reals.
+
+    Stays whole: reverse-mode differentiation: one case per node type in the forward pass and
+    again in the backward pass, over one shared order.
+    """
     order = post_order([F])  # every node after its arguments
     val: dict[sp.Basic, float] = {}
     try:

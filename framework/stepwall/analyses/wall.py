@@ -67,6 +67,58 @@ def freeze_growing(
     return sp.Add(*out), frozen
 
 
+def _a_and_b(f: sp.Expr, sym: sp.Symbol, x0: float) -> tuple[float, float] | None:
+    """(A, B) where t = B + A/N (checked at points around x0, B > 0), else None."""
+    x = sp.Dummy("x", positive=True)
+    fx = sp.expand(f.xreplace({sym: 1 / x}))
+    b_num = fx.xreplace({x: 0})
+    a_num = sp.diff(fx, x).xreplace({x: 0})
+    if not (b_num.is_finite and a_num.is_finite and float(b_num) > 0):
+        return None
+    probe = np.array([1.0, 3.0, 17.0, 1000.0]) * max(x0, 1.0)
+    got = np.asarray(lambdify1(f, sym)(probe), dtype=float)
+    want = float(b_num) + float(a_num) / probe
+    if not np.allclose(got, want, rtol=1e-6):
+        return None
+    return float(a_num), float(b_num)
+
+
+def _closed_wall(f_sym: sp.Expr | None, sym: sp.Symbol, A: float, B: float) -> tuple[str, str, str]:
+    """N* = A/(ε·B) as text, LaTeX and srepr: A and B read from the symbolic step time
+    ``f_sym`` where one is given, else their numbers."""
+    if f_sym is not None:
+        x = sp.Dummy("x", positive=True)
+        fsx = sp.expand(f_sym.xreplace({sym: 1 / x}))
+        b_s = fsx.xreplace({x: 0})
+        a_s = sp.diff(fsx, x).xreplace({x: 0})
+        a_str, b_str = str(a_s), str(b_s)
+        srepr = sp.srepr(a_s / (EPS * b_s))
+        a_tex = sp.latex(a_s, symbol_names=latex_names([a_s]))
+        b_tex = sp.latex(b_s, symbol_names=latex_names([b_s]))
+    else:
+        a_str, b_str = f"{A:.6g}", f"{B:.6g}"
+        a_tex, b_tex = a_str, b_str
+        srepr = sp.srepr(sp.Float(A) / (EPS * sp.Float(B)))
+    closed = f"({a_str})/(epsilon*({b_str}))"
+    latex = rf"\frac{{{a_tex}}}{{\epsilon \cdot \left({b_tex}\right)}}"
+    return closed, latex, srepr
+
+
+def _a_by_term(model: StepModel, sym: sp.Symbol, x0: float) -> dict[str, float]:
+    """Each term's share of A (its fall from x0 to a far N, times x0), the negligible left out."""
+    terms = {}
+    for t in model.terms:
+        tn = freeze_growing(
+            resolve_branches(relax(model.substituted(t.expr, [sym])), {sym: x0}), sym, x0
+        )[0]
+        val_hi = number(tn, {sym: 1e9})
+        val_at = number(tn, {sym: x0})
+        share = (val_at - val_hi) * x0
+        if abs(share) > 1e-12:
+            terms[t.name] = share
+    return terms
+
+
 def wall(
     model: StepModel,
     key: str,
@@ -77,7 +129,11 @@ def wall(
     """Smallest KEY with t(KEY)/t(∞) − 1 < ε, with t's branches fixed at the scenario's point.
 
     Where t = B + A/N (the usual case: work split over N, the rest fixed) the closed form is
-    N* = A/(ε·B); otherwise sympy solves t(N)/t(∞) − 1 = ε, or bisection does."""
+    N* = A/(ε·B); otherwise sympy solves t(N)/t(∞) − 1 = ε, or bisection does.
+
+    Stays whole: the B + A/N and the numeric case each fill the value, closed form and details
+    that the shared tail (the feasible whole value, the gains at the point) reads.
+    """
     if not 0 < eps < 10:
         raise SpecError("derive", "--eps", f"{eps} is not a useful tolerance", "0 < eps < 10")
     sym = parameter(model, key)
@@ -95,7 +151,6 @@ def wall(
             f"; addends growing without bound in {key} ({', '.join(frozen)}) held at their "
             f"value at {key} = {x0:g}"
         )
-    x = sp.Dummy("x", positive=True)
     details: dict[str, Any] = {"eps": eps, "point": x0, "frozen": frozen}
     method, note, srepr = "symbolic", "", ""
     value: float | None = None
@@ -103,52 +158,21 @@ def wall(
     # the values are rounded to 6 digits (model.substituted); expand at full precision so
     # that A and B agree with t evaluated from the same rounded values
     f = rebuild(f, {c: sp.Float(c, 15) for c in f.atoms(sp.Float)})
-    fx = sp.expand(f.xreplace({sym: 1 / x}))
-    b_num = fx.xreplace({x: 0})
-    a_num = sp.diff(fx, x).xreplace({x: 0})
-    linear = False
-    if b_num.is_finite and a_num.is_finite and float(b_num) > 0:
-        probe = np.array([1.0, 3.0, 17.0, 1000.0]) * max(x0, 1.0)
-        got = np.asarray(lambdify1(f, sym)(probe), dtype=float)
-        want = float(b_num) + float(a_num) / probe
-        linear = bool(np.allclose(got, want, rtol=1e-6))
-    if linear:
-        A, B = float(a_num), float(b_num)
+    ab = _a_and_b(f, sym, x0)
+    linear = ab is not None
+    if ab is not None:
+        A, B = ab
         details.update({"A": A, "B": B, "t_inf_s": B})
         if A <= 0:
             value, note = None, f"t does not fall with {key} (A = {A:g} ≤ 0): no wall"
         else:
             value = A / (eps * B)
-        srepr = sp.srepr(sp.Float(A) / (EPS * sp.Float(B)))
-        if f_sym is not None and sp.count_ops(f_sym) <= MAX_OPS:
-            fsx = sp.expand(f_sym.xreplace({sym: 1 / x}))
-            b_s = fsx.xreplace({x: 0})
-            a_s = sp.diff(fsx, x).xreplace({x: 0})
-            a_str, b_str = str(a_s), str(b_s)
-            srepr = sp.srepr(a_s / (EPS * b_s))
-            a_tex = sp.latex(a_s, symbol_names=latex_names([a_s]))
-            b_tex = sp.latex(b_s, symbol_names=latex_names([b_s]))
-        elif f_sym is not None:
-            a_str, b_str = f"{A:.6g}", f"{B:.6g}"
-            a_tex, b_tex = a_str, b_str
+        small = f_sym is not None and sp.count_ops(f_sym) <= MAX_OPS
+        closed, latex, srepr = _closed_wall(f_sym if small else None, sym, A, B)
+        if f_sym is not None and not small:
             note = f"the symbolic step time has over {MAX_OPS} operations; A, B shown numerically"
-        else:
-            a_str, b_str = f"{A:.6g}", f"{B:.6g}"
-            a_tex, b_tex = a_str, b_str
-        closed = f"({a_str})/(epsilon*({b_str}))"
-        latex = rf"\frac{{{a_tex}}}{{\epsilon \cdot \left({b_tex}\right)}}"
         details["shape"] = "A/(epsilon*B): t(N) = B + A/N"
-        terms = {}
-        for t in model.terms:
-            tn = freeze_growing(
-                resolve_branches(relax(model.substituted(t.expr, [sym])), {sym: x0}), sym, x0
-            )[0]
-            val_hi = number(tn, {sym: 1e9})
-            val_at = number(tn, {sym: x0})
-            share = (val_at - val_hi) * x0
-            if abs(share) > 1e-12:
-                terms[t.name] = share
-        details["A_by_term"] = terms
+        details["A_by_term"] = _a_by_term(model, sym, x0)
     else:
         # general: t(∞) numerically from a far point, then solve / bisect
         method = "numeric"

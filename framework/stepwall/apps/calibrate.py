@@ -238,7 +238,11 @@ def _number(cell: str, where: str, key: str, what: str) -> float:
 
 
 def read_data(path: Path, primitives: Mapping[str, Primitive], section: str) -> DataFile:
-    """Read and check a CSV of measurements of primitives of ``section``'s fields."""
+    """Read and check a CSV of measurements of primitives of ``section``'s fields.
+
+    Stays whole: the checks of one file in reading order (bytes, text, header, rows, then each
+    row's cells), each a one-line error naming where in the file it is.
+    """
     where = str(path)
     try:
         with path.open("rb") as f:
@@ -628,7 +632,11 @@ def _enough(problem: Problem, fields: Sequence[str], n: int) -> None:
 def fit(problem: Problem, requested: Sequence[str] | None = None,
         measured: Array | None = None, where: str = "--fit") -> Fit:  # fmt: skip
     """Fit the requested fields (default: every candidate the data identify) to the
-    measured times (default: the data's own); ``where`` names where the request came from."""
+    measured times (default: the data's own); ``where`` names where the request came from.
+
+    Stays whole: the loop that drops unidentifiable fields, the covariance and each field's
+    flags all read the same solution, Jacobian and residuals.
+    """
     from scipy import stats  # type: ignore[import-untyped]
 
     measured = problem.measured if measured is None else measured
@@ -777,7 +785,11 @@ def source_text(f: FieldFit, files: Sequence[DataFile]) -> str:
 def calibrated_toml(fit: Fit, target: Path) -> str:
     """The entry's file with each fitted value and its ``sources`` entry set (tomlkit keeps
     every comment and the layout). An override file (``from``) stays one: only the fitted
-    keys are added; a relative ``from`` path is rebased onto ``target``'s folder."""
+    keys are added; a relative ``from`` path is rebased onto ``target``'s folder.
+
+    Stays whole: one tomlkit edit of one document: each fitted key and its source set in place,
+    then the `from` path rebased.
+    """
 
     entry = fit.problem.entry
     doc = tomlkit.parse(entry.path.read_text(encoding="utf-8-sig"))  # a byte-order mark: dropped
@@ -1193,7 +1205,11 @@ class CalibrateOptions:
 
 
 def run_cli(ns: CalibrateOptions, registry: Any, warn: Callable[[Sequence[str]], None]) -> int:
-    """``stepwall calibrate``: fit (and write), ``--check`` or ``--primitives``."""
+    """``stepwall calibrate``: fit (and write), ``--check`` or ``--primitives``.
+
+    Stays whole: the command's three modes (--primitives, --check, a fit) one after the other,
+    each checking its own flags and printing its own output.
+    """
 
     if ns.primitives:
         if len(ns.spec) > 1 or ns.data or ns.check:

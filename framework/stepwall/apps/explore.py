@@ -623,7 +623,12 @@ def explorer_html(
 ) -> bytes:
     """The explorer page of ``model`` (UTF-8 bytes): controls for ``free`` (default
     `default_free`), everything else at the scenario's values. ``command`` is the one that
-    regenerates the page, shown with the provenance. Same inputs, same bytes."""
+    regenerates the page, shown with the provenance. Same inputs, same bytes.
+
+    Stays whole: it gathers one page document whose parts (the compiled JavaScript,
+    constraints, controls, chart key) are each made by a named helper and only put together
+    here.
+    """
 
     registry = registry or registries.default()
     if not 0 < eps < 10:

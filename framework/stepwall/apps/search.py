@@ -54,6 +54,7 @@ from stepwall.apps.report.plots import _figure, _svg
 from stepwall.apps.sweep import MAX_VALUES, axis_values, check_points, parse_span, parse_vary
 from stepwall.core.errors import SpecError, UnitError, did_you_mean, first_repeat
 from stepwall.core.progress import ProgressBar
+from stepwall.core.scenario import Scenario
 from stepwall.core.terminal import visible, warn
 from stepwall.core.units import parse_quantity, parse_unit
 from stepwall.io import output
@@ -331,28 +332,25 @@ def _short(x: float) -> str:
     return str(int(x)) if x.is_integer() and abs(x) < 1e15 else f"{x:.10g}"
 
 
-def plan_search(
-    model: str,
+def _check_request(
     hardware: Sequence[str],
     clusters: Sequence[str],
-    *,
-    gpus: Sequence[int] = (),
-    engine: str = "",
-    workload: str = "serving",
-    isl: int = 1024,
-    osl: int = 1024,
-    decoding: Sequence[str] = ("autoregressive",),
-    sets: Sequence[str] = (),
-    vary: Sequence[tuple[str, Any]] = (),
-    batch: Sequence[float] = DEFAULT_BATCH,
-    spec: Spec | None = None,
-    registry: Any = None,
-    cache: bool = True,
-) -> Plan:
-    """Check everything and compile one model per variant: all but the evaluation."""
+    gpus: Sequence[int],
+    workload: str,
+    isl: int,
+    osl: int,
+    decoding: Sequence[str],
+    sets: Sequence[str],
+    vary: Sequence[tuple[str, Any]],
+    batch: Sequence[float],
+    spec: Spec,
+) -> None:
+    """Reject a search request that is wrong before any scenario is loaded, naming the flag
+    (`plan_search`'s arguments).
 
-    registry = registry or registries.default()
-    spec = spec or Spec()
+    Stays whole: a flat list of independent checks, one per flag, in the order the errors are
+    reported.
+    """
     for name in (spec.x, spec.y, spec.objective):
         check_metric(name, "search", metric_table(registry))
     if not hardware:
@@ -425,6 +423,32 @@ def plan_search(
         k = s.partition("=")[0].strip()
         if k in LAYOUT_KEYS:
             raise SpecError("search", "--set", f"{k} is searched", "--gpus and --batch")
+
+
+def plan_search(
+    model: str,
+    hardware: Sequence[str],
+    clusters: Sequence[str],
+    *,
+    gpus: Sequence[int] = (),
+    engine: str = "",
+    workload: str = "serving",
+    isl: int = 1024,
+    osl: int = 1024,
+    decoding: Sequence[str] = ("autoregressive",),
+    sets: Sequence[str] = (),
+    vary: Sequence[tuple[str, Any]] = (),
+    batch: Sequence[float] = DEFAULT_BATCH,
+    spec: Spec | None = None,
+    registry: Any = None,
+    cache: bool = True,
+) -> Plan:
+    """Check everything and compile one model per variant: all but the evaluation."""
+
+    registry = registry or registries.default()
+    spec = spec or Spec()
+    _check_request(hardware, clusters, gpus, workload, isl, osl, decoding, sets, vary, batch, spec)
+    set_keys = {s.partition("=")[0].strip() for s in sets}
     cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
     labels = [
         h if hardware.count(h) == 1 else f"{h}/{c}" for h, c in zip(hardware, cl_list, strict=True)
@@ -448,20 +472,7 @@ def plan_search(
             # a varied key needs a value to load the scenario: its first (the axis sets each)
             firsts = [f"{k}={_first(v)}" for k, v in vary if not _skip(k, kind)]
             probe = [*own, *mine, *firsts, "workload.concurrency=1"]
-            try:
-                sc = load_scenario(ref, registry.kinds, probe)
-            except SpecError as e:  # a varied key's first value, or a decoding kind
-                if e.where == "--set" and any(e.key == k for k, _ in vary):
-                    raise SpecError("--vary", e.key, e.problem, e.expected) from None
-                if e.where == "--set" and e.key == "decoding.kind" and e.key not in set_keys:
-                    raise SpecError("--decoding", kind, e.problem, e.expected) from None
-                named = {"model": ("MODEL", model), "hardware": ("--hardware", opt.hardware),
-                         "cluster": ("--cluster", opt.cluster),
-                         "engine": ("--engine", engine)}  # fmt: skip
-                if e.where == INLINE and e.key in named:  # a name given on the command line
-                    flag, ref_given = named[e.key]
-                    raise SpecError(flag, ref_given, e.problem, e.expected) from None
-                raise
+            sc = _load_variant(ref, registry, probe, model, opt, engine, kind, vary, set_keys)
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
             values = {s.name: float(v) for s, v in sc.values.items()}
@@ -482,6 +493,7 @@ def plan_search(
                     "decides the model's shape here",
                     "a model whose layout keys are numeric",
                 )
+<<<<<<< HEAD
             structural = [a for a in axes if a.key in numeric.structural_keys]
             free = [a for a in axes if a.key not in numeric.structural_keys]
             combos = _product(
@@ -509,9 +521,89 @@ def plan_search(
                         provides,
                     )
                 )
+=======
+            variants += _pinned_variants(opt, kind, ref, registry, probe, (*own, *mine), sc,
+                                         numeric, values, layouts, batch, axes, cache)  # fmt: skip
+>>>>>>> h21-whole
     return Plan(
         model, options, tuple(variants), spec, engine, workload, tuple(dict.fromkeys(warnings))
     )
+
+
+def _pinned_variants(
+    opt: Option,
+    kind: str,
+    ref: str,
+    registry: Any,
+    probe: Sequence[str],
+    sets: tuple[str, ...],
+    sc: Scenario,
+    numeric: CompiledModel,
+    values: dict[str, float],
+    layouts: dict[str, Any],
+    batch: Sequence[float],
+    axes: Sequence[Any],
+    cache: bool,
+) -> list[Variant]:
+    """One hardware option's and decoding kind's variants: one per combination of the
+    structural --vary values (each compiled on its own), the numeric axes searched in each."""
+    variants: list[Variant] = []
+    structural = [a for a in axes if a.key in numeric.structural_keys]
+    free = [a for a in axes if a.key not in numeric.structural_keys]
+    combos = _product(
+        [[(a.key, g, s) for g, s in zip(a.given, a.si, strict=True)] for a in structural]
+    )
+    for combo in combos:
+        pinned = [f"{k}={_given(g)}" for k, g, _ in combo]
+        num, vals = numeric, values
+        if pinned:
+            sc2 = load_scenario(ref, registry.kinds, [*probe, *pinned])
+            num = compile_scenario(sc2, registry, cache=cache)
+            vals = {s.name: float(v) for s, v in sc2.values.items()}
+        variants.append(
+            Variant(
+                opt,
+                kind,
+                ref,
+                (*sets, *pinned),
+                num,
+                vals,
+                layouts,
+                np.asarray(sorted(set(batch)), dtype=float),
+                tuple((a.key, a.given, a.si) for a in free),
+                dict(getattr(sc, "ranges", {}) or {}),
+            )
+        )
+    return variants
+
+
+def _load_variant(
+    ref: str,
+    registry: Any,
+    probe: Sequence[str],
+    model: str,
+    opt: Option,
+    engine: str,
+    kind: str,
+    vary: Sequence[tuple[str, Any]],
+    set_keys: set[str],
+) -> Scenario:
+    """A variant's scenario, loaded with its first values; an error is blamed on the search
+    flag that gave the value (--vary, --decoding, MODEL, --hardware, --cluster, --engine)."""
+    try:
+        return load_scenario(ref, registry.kinds, probe)
+    except SpecError as e:  # a varied key's first value, or a decoding kind
+        if e.where == "--set" and any(e.key == k for k, _ in vary):
+            raise SpecError("--vary", e.key, e.problem, e.expected) from None
+        if e.where == "--set" and e.key == "decoding.kind" and e.key not in set_keys:
+            raise SpecError("--decoding", kind, e.problem, e.expected) from None
+        named = {"model": ("MODEL", model), "hardware": ("--hardware", opt.hardware),
+                 "cluster": ("--cluster", opt.cluster),
+                 "engine": ("--engine", engine)}  # fmt: skip
+        if e.where == INLINE and e.key in named:  # a name given on the command line
+            flag, ref_given = named[e.key]
+            raise SpecError(flag, ref_given, e.problem, e.expected) from None
+        raise
 
 
 def _foreign(assignment: str, kind: str) -> bool:
@@ -1189,7 +1281,11 @@ def _num(v: float | None, digits: int = 4) -> str:
 
 
 def text(result: Result) -> str:
-    """The human summary: counts, each option's frontier, the best at each target."""
+    """The human summary: counts, each option's frontier, the best at each target.
+
+    Stays whole: the summary's lines in the order they print: one loop over the options, one
+    over the targets.
+    """
     plan, spec = result.plan, result.plan.spec
     lines = [
         f"search {plan.model}: {result.evaluated:,} configurations, {result.feasible:,} "
@@ -1446,7 +1542,11 @@ def _ints(text: str, where: str) -> list[int]:
 
 
 def run_cli(ns: SearchOptions, registry: Any) -> int:
-    """``stepwall search``: plan, evaluate (here or on dask), print or write."""
+    """``stepwall search``: plan, evaluate (here or on dask), print or write.
+
+    Stays whole: the command line's checks in the order their errors are reported, then plan
+    and run, then one case per output destination.
+    """
 
     if ns.workers is not None and ns.workers < 1:
         raise SpecError("search", "--workers", f"{ns.workers} worker processes", "at least 1")

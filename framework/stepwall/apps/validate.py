@@ -114,7 +114,11 @@ def default_tables() -> list[Path]:
 
 def load_rows(paths: Iterable[Path]) -> list[Row]:
     """Read and check every row of the tables (ids unique across them); a bad row is a
-    one-line `SpecError` naming the file, the row and the key."""
+    one-line `SpecError` naming the file, the row and the key.
+
+    Stays whole: the checks of each row in the order their errors are reported, sharing the ids
+    seen across the tables.
+    """
     rows: list[Row] = []
     seen: dict[str, str] = {}
     for path in paths:

@@ -224,7 +224,11 @@ def disabled_plugins(args: Sequence[str]) -> Disabled:
 
 def main(argv: Sequence[str] | None = None, registry: Registry | None = None) -> int:
     """Run ``stepwall ARGV`` (default ``sys.argv``) and return the exit code; ``registry``
-    defaults to the built-ins and the installed plugins."""
+    defaults to the built-ins and the installed plugins.
+
+    Stays whole: one `try` whose handlers turn every way a command ends into its exit code and
+    message.
+    """
     reset_warnings()  # each run warns about each value once
     try:
         args = list(sys.argv[1:] if argv is None else argv)

@@ -51,7 +51,10 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
 
 
 def run(ns: argparse.Namespace, registry: Registry) -> int:
-    """Run the analysis and print its results as text, JSON or a table."""
+    """Run the analysis and print its results as text, JSON or a table.
+
+    Stays whole: load, run and print one analysis: the checks, then one case per output format.
+    """
     analysis = registry.analyses[ns.what]
     before = {set_key(s) for s in ns.sets}
     twice = [k for k in map(set_key, getattr(ns, "sets_after", [])) if k and k in before]

@@ -57,8 +57,11 @@ constraint and the "ranking" of the options.
 
 
 def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
-    """The arguments of ``stepwall search``. Long but flat: one ``add_argument`` per option,
-    in the order ``--help`` lists them, no branches; splitting it would only scatter them."""
+    """The arguments of ``stepwall search``.
+
+    Stays whole: a flat list of argparse declarations, one ``add_argument`` per option in the
+    order ``--help`` lists them and no branches; splitting it would only scatter them.
+    """
     p.description = DESCRIPTION
     p.epilog = EPILOG_SEARCH
     p.formatter_class = argparse.RawDescriptionHelpFormatter

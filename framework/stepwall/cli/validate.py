@@ -84,7 +84,11 @@ def _error_bound(text: str) -> float:
 
 
 def run(ns: argparse.Namespace, registry: Registry) -> int:
-    """Predict the rows, print their errors; exit 1 when a gate fails."""
+    """Predict the rows, print their errors; exit 1 when a gate fails.
+
+    Stays whole: the argument checks in the order their errors are reported, then predict and
+    print.
+    """
     paths = [Path(t) for t in ns.tables] or validate.default_tables()
     for p in paths:
         if not p.is_file():

@@ -9,7 +9,10 @@ from stepwall.core.units import TIME, format_quantity
 
 
 def render_breakdown(s: dict[str, Any]) -> str:
-    """The breakdown table (term, plugin, time, share) and the metrics, as text."""
+    """The breakdown table (term, plugin, time, share) and the metrics, as text.
+
+    Stays whole: the lines in the order eval prints them, each optional metric one `if`.
+    """
     t = s["step_time_s"]
     rows = [("term", "group", "plugin", "time", "share")]
     zero = [term for term in s["terms"] if term["seconds"] == 0]

@@ -306,7 +306,11 @@ def _with_constants(scenario: Scenario, values: Mapping[Parameter, float]) -> Sc
 def _build(scenario: Scenario, registry: Registry) -> StepModel:
     """The flow itself, for a scenario whose shape was not built before: decoding, engine,
     layout, then for each step (the scenario's own, then time to first token) the model's
-    work and its compute, collective and fixed terms."""
+    work and its compute, collective and fixed terms.
+
+    Stays whole: the composition flow in order, each stage reading those before it (decoding,
+    engine, layout, steps, terms, metrics, constraints).
+    """
 
     def need(result: Any, hook: str, section: str) -> Any:
         if result is None:

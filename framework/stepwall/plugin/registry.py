@@ -512,7 +512,11 @@ def _declared(declared: Any, name: str, hook: str, what: str) -> list[Any] | tup
 def _entries(
     impl: Any, name: str, hook: str, what: str, taken: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """One plugin's declared analyses / blocks / formats, named and checked for clashes."""
+    """One plugin's declared analyses / blocks / formats, named and checked for clashes.
+
+    Stays whole: one loop over the declared entries: each one's checks in the order their
+    errors are reported, then its wrapping.
+    """
     try:
         declared = impl.function()
     except Exception as e:
@@ -555,7 +559,10 @@ ENTRY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # what a command line or a 
 
 
 def _declaration_problem(entry: Any) -> str:
-    """What is wrong with an entry's fields, judged by their declared types ("" if none)."""
+    """What is wrong with an entry's fields, judged by their declared types ("" if none).
+
+    Stays whole: one case per declared field type.
+    """
     if not isinstance(entry.name, str) or not ENTRY_NAME.fullmatch(entry.name):
         return "its name must be a plain name (letters, digits, _ and -)"
     for field in attrs.fields(type(entry)):

@@ -34,7 +34,11 @@ def _ends(low: str, high: str) -> tuple[tuple[float, str], tuple[float, str]]:
 def parse_range(text: str) -> tuple[float, float, float, Dim]:
     """``"7.2..8 (7.6) TB/s"`` -> (low, nominal, high, dimension) in SI. The nominal value is
     the midpoint unless given in parentheses; an end without a unit takes the other's (the
-    nominal takes the high end's). Raises UnitError (a message) for anything malformed."""
+    nominal takes the high end's). Raises UnitError (a message) for anything malformed.
+
+    Stays whole: the grammar read left to right (parentheses, ends, units), then the checks on
+    the numbers.
+    """
     parens = _PAREN.findall(text)
     if len(parens) > 1 or text.count("(") != len(parens) or text.count(")") != len(parens):
         raise UnitError(f"cannot read range {text!r}: at most one (nominal) value")
@@ -75,7 +79,11 @@ def parse_span(text: str, flag: str, where: str) -> tuple[float, float, str, str
     """``1..256``, ``8..72:8``, ``1..256:x2``, ``1..4096:20log``, ``7..9TB/s:0.5TB/s`` ->
     (lo, hi, unit, how, by): the ends in ``unit`` (the low end's), ``how`` "step", "factor",
     "log" or "lin" and ``by`` the step (in ``unit``; 1 when none is given), the factor or
-    the number of points. Each error is a SpecError naming ``flag`` and ``where``."""
+    the number of points. Each error is a SpecError naming ``flag`` and ``where``.
+
+    Stays whole: the grammar read left to right: the ends, then one case per kind of step
+    (factor, count, step).
+    """
     expect = SPAN_SYNTAX
     lo_text, _, rest = text.strip().partition("..")
     hi_text, colon, by_text = rest.partition(":")

@@ -39,7 +39,11 @@ def catalog_names(folder: str) -> list[str]:
 def find_spec_file(
     ref: str, folder: str, *, where: str, key: str, base: Path | None = None
 ) -> Path:
-    """A catalog name (``b300``) or a path (``./my-gpu.toml``) -> the file."""
+    """A catalog name (``b300``) or a path (``./my-gpu.toml``) -> the file.
+
+    Stays whole: the lookup and its error share the candidates tried, and each error says which
+    way the name was read.
+    """
     if not isinstance(ref, str) or not ref:
         raise SpecError(where, key, f"reference {ref!r} is not a name", f"a {folder} name")
     # a name is a path when it says so, or when that file exists where it is looked up

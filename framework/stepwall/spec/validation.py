@@ -155,7 +155,11 @@ def structure_section(
 ) -> tuple[Any, dict[Parameter, float]]:
     """One section's keys checked against its kind's fields (``home`` is the file blamed for
     a missing key); returns the attrs object and its parameters with SI values (ranged values
-    at their nominal value, their ends recorded in ``ranges``)."""
+    at their nominal value, their ends recorded in ``ranges``).
+
+    Stays whole: one pass over the section's keys (a case per meta key), then the required
+    keys, the attrs object and its parameters, all from one field table.
+    """
     fields = {f.name: f for f in attrs.fields(spec.fields)}
     known = set(fields) | set(META_KEYS)
     data: dict[str, Any] = {}
@@ -429,7 +433,11 @@ def entry_section(path: Path, kinds: Kinds, folder: str = "scenarios") -> str | 
     """Which catalog section a file is an entry of (models/hardware/clusters), or None for a
     scenario: by its folder, its ``kind``, a ``scale_up`` table, or what its ``from`` chain
     starts from (a catalog name or a path, followed as the loader follows it; a name of no
-    catalog entry is looked up in ``folder``, which its error names)."""
+    catalog entry is looked up in ``folder``, which its error names).
+
+    Stays whole: one loop along the `from` chain, each file's own evidence checked before the
+    next file is followed.
+    """
     seen: set[Path] = set()
     while path.resolve() not in seen and len(seen) < MAX_FROM_DEPTH:
         seen.add(path.resolve())

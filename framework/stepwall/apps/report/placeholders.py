@@ -184,78 +184,8 @@ def evaluate_expression(text: str, ns: Namespace, where: str, key: str) -> Any:
             "e.g. {tp8.tokens_per_s_per_user:.0f}",
         ) from None
 
-    def dotted(node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
-            return node.id
-        if isinstance(node, ast.Attribute):
-            base = dotted(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
-
-    def ev(node: ast.AST) -> Any:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str):
-            return _real(node.value)
-        if isinstance(node, ast.Name | ast.Attribute):
-            path = dotted(node)
-            if path is None:
-                raise SpecError(where, key, f"cannot read {ast.unparse(node)!r}")
-            return ns.get(path, where, key)
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            left, right = ev(node.left), ev(node.right)
-            out = _BINOPS[type(node.op)](left, right)
-            if _infinite(out) and not (_infinite(left) or _infinite(right)):
-                raise OverflowError  # 1e308 * 10: past the range, not a number
-            return out
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-            v = ev(node.operand)
-            return -v if isinstance(node.op, ast.USub) else v
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPS:
-            return _CMPS[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in _FUNCS
-            and not node.keywords
-        ):
-            return _real(_FUNCS[node.func.id](*(ev(a) for a in node.args)))
-        if isinstance(node, ast.Subscript):
-            inner: ast.expr = node
-            labels: list[Any] = []
-            while isinstance(inner, ast.Subscript):  # a literal label as written: t[8] is "8"
-                given = inner.slice
-                labels.insert(0, given.value if isinstance(given, ast.Constant) else ev(given))
-                inner = inner.value
-            name = dotted(inner)
-            if name not in ns.tables or len(labels) != 2:
-                raise SpecError(
-                    where,
-                    key,
-                    f"{ast.unparse(node)!r} is not TABLE[row][column]",
-                    f"a table id among: {', '.join(sorted(ns.tables)) or 'none'}",
-                )
-            table = ns.tables[name]
-            row, col = (str(x) for x in labels)
-            cell = table.get(row, {}).get(col)
-            if isinstance(cell, Infeasible):
-                raise SpecError(where, key, f"{ast.unparse(node)} has no value: {cell.why}",
-                                "a feasible cell")  # fmt: skip
-            if row not in table or col not in table[row]:
-                raise SpecError(
-                    where,
-                    key,
-                    f"table {name} has no cell [{row!r}][{col!r}]",
-                    f"rows {list(table)}, columns {list(next(iter(table.values())))}",
-                )
-            return table[row][col]
-        raise SpecError(
-            where,
-            key,
-            f"placeholder uses {type(node).__name__}, not allowed",
-            "arithmetic, comparisons, min/max/abs/round/choose and references",
-        )
-
     try:
-        return ev(tree.body)
+        return _evaluate(tree.body, ns, where, key)
     except ZeroDivisionError:
         raise SpecError(where, key, f"placeholder {{{text}}} divides by zero") from None
     except OverflowError:
@@ -266,6 +196,92 @@ def evaluate_expression(text: str, ns: Namespace, where: str, key: str) -> Any:
     except RecursionError:
         raise SpecError(where, key, f"placeholder {{{text[:40]}…}} nests too deep",
                         "a flatter expression") from None  # fmt: skip
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` as text, or None for anything but names and attributes."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _evaluate(node: ast.AST, ns: Namespace, where: str, key: str) -> Any:
+    """The value of one node of a placeholder expression (`evaluate_expression`).
+
+    Stays whole: a recursive-descent evaluator: one case per node type.
+    """
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str):
+        return _real(node.value)
+    if isinstance(node, ast.Name | ast.Attribute):
+        path = _dotted(node)
+        if path is None:
+            raise SpecError(where, key, f"cannot read {ast.unparse(node)!r}")
+        return ns.get(path, where, key)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _evaluate(node.left, ns, where, key), _evaluate(node.right, ns, where, key)
+        out = _BINOPS[type(node.op)](left, right)
+        if _infinite(out) and not (_infinite(left) or _infinite(right)):
+            raise OverflowError  # 1e308 * 10: past the range, not a number
+        return out
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        v = _evaluate(node.operand, ns, where, key)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPS:
+        return _CMPS[type(node.ops[0])](
+            _evaluate(node.left, ns, where, key), _evaluate(node.comparators[0], ns, where, key)
+        )
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCS
+        and not node.keywords
+    ):
+        return _real(_FUNCS[node.func.id](*(_evaluate(a, ns, where, key) for a in node.args)))
+    if isinstance(node, ast.Subscript):
+        return _table_cell(node, ns, where, key)
+    raise SpecError(
+        where,
+        key,
+        f"placeholder uses {type(node).__name__}, not allowed",
+        "arithmetic, comparisons, min/max/abs/round/choose and references",
+    )
+
+
+def _table_cell(node: ast.Subscript, ns: Namespace, where: str, key: str) -> Any:
+    """A table lookup ``TABLE[row][column]``: the cell's value."""
+    inner: ast.expr = node
+    labels: list[Any] = []
+    while isinstance(inner, ast.Subscript):  # a literal label as written: t[8] is "8"
+        given = inner.slice
+        labels.insert(
+            0, given.value if isinstance(given, ast.Constant) else _evaluate(given, ns, where, key)
+        )
+        inner = inner.value
+    name = _dotted(inner)
+    if name not in ns.tables or len(labels) != 2:
+        raise SpecError(
+            where,
+            key,
+            f"{ast.unparse(node)!r} is not TABLE[row][column]",
+            f"a table id among: {', '.join(sorted(ns.tables)) or 'none'}",
+        )
+    table = ns.tables[name]
+    row, col = (str(x) for x in labels)
+    cell = table.get(row, {}).get(col)
+    if isinstance(cell, Infeasible):
+        raise SpecError(where, key, f"{ast.unparse(node)} has no value: {cell.why}",
+                        "a feasible cell")  # fmt: skip
+    if row not in table or col not in table[row]:
+        raise SpecError(
+            where,
+            key,
+            f"table {name} has no cell [{row!r}][{col!r}]",
+            f"rows {list(table)}, columns {list(next(iter(table.values())))}",
+        )
+    return table[row][col]
 
 
 def _infinite(value: Any) -> bool:
@@ -287,11 +303,20 @@ MAX_PLACEHOLDER = 1000  # characters in one placeholder; the shipped reports use
 
 def fill(text: str, ns: Namespace, where: str, key: str) -> str:
     """Replace each ``{expr[ as unit][:format]}``; ``{{`` and ``}}`` are literal braces, and
-    a brace that opens or closes no placeholder is an error."""
+    a brace that opens or closes no placeholder is an error.
+
+    Stays whole: its nested `one` is the `re.sub` callback and needs the text it reports an
+    unclosed brace in.
+    """
     # literal braces as Python's format reads them, left to right: "{{{x}}}" is "{" x "}"
     text = _ESCAPED.sub(lambda m: _ESCAPES.get(m.group(), m.group()), text)
 
     def one(m: re.Match[str]) -> str:
+        """The text of one placeholder match.
+
+        Stays whole: the format, the unit and the value of one placeholder are read in turn
+        from one body.
+        """
         if m.group(1) is None or not m.group(1).strip():
             shown = text[m.start() : m.start() + 40].split("\n")[0].translate(_LITERAL)
             problem = (f"placeholder {shown!r} is not closed" if m.group(0) == "{" else

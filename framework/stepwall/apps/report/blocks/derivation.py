@@ -106,6 +106,11 @@ def compute(
 
 
 def render(report: Report, o: DerivationOptions, at: str) -> list[str]:
+    """A derivation block: the analysis's result (computed here, or by the job started with
+    the report), its fields published as scalars, and its text.
+
+    Stays whole: one result's fields published and written in the order the block shows them.
+    """
     report.claim(o.id, at + "id")
     analysis = report.registry.analyses[o.derive]
     results, span = report.computed(at, lambda: compute(report, o, at))
@@ -165,7 +170,11 @@ def _sensitivities(report: Report, o: DerivationOptions, result: Derivation,
                    aliases: dict[str, str]) -> list[str]:  # fmt: skip
     """The root's sensitivities: scalars ``ID.sensitivity[.ALIAS].PARAMETER``, all in
     ``ID.sensitivities.csv``, the largest ``o.sensitivities`` of the parameters that take any
-    value (not whole-number counts) as a table."""
+    value (not whole-number counts) as a table.
+
+    Stays whole: the CSV and the scalars are written in one pass over the rows, and the table
+    shows the first of the same rows.
+    """
     if result.equation is None and not result.sensitivity_note:
         return []
     s = report.ns.scalars
@@ -205,7 +214,11 @@ def _sensitivities(report: Report, o: DerivationOptions, result: Derivation,
 
 def _list(report: Report, o: DerivationOptions, at: str, analysis: Any, results: list[Any],
           title: str) -> list[str]:  # fmt: skip
-    """Many results (elasticities, regimes) as a table, the first ``top`` shown."""
+    """Many results (elasticities, regimes) as a table, the first ``top`` shown.
+
+    Stays whole: the markdown table and its CSV are written row by row in one loop, after the
+    scalars.
+    """
     shown = results[: o.top if o.top is not None else len(results)]
     s = report.ns.scalars
     s[f"{o.id}.count"] = float(len(results))

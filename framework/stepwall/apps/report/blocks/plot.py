@@ -69,6 +69,11 @@ def render(report: Report, o: PlotOptions, at: str) -> list[str]:
 
 
 def _figure(report: Report, o: PlotOptions, at: str) -> bytes:
+    """The SVG of a plot block: a time breakdown, a metric against a key, or throughput against
+    interactivity.
+
+    Stays whole: one case per plot kind, after the scenario and label checks the three share.
+    """
     aliases = list(o.scenarios or ([o.scenario] if o.scenario else []))
     if not aliases:
         raise report.err(at + "scenarios", "missing", "a list of aliases")

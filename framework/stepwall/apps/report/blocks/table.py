@@ -55,7 +55,11 @@ class TableOptions:
 
 
 def _axis(report: Report, spec: Any, at: str) -> list[dict[str, Any]]:
-    """An axis: scenarios (aliases), values of a key, or metrics -> labelled entries."""
+    """An axis: scenarios (aliases), values of a key, or metrics -> labelled entries.
+
+    Stays whole: one case per axis kind (scenarios, values of a key, metrics), then the label
+    checks they share.
+    """
     if not isinstance(spec, dict):
         axes = "{ key = …, values = […] }, { scenarios = […] } or { metrics = […] }"
         raise report.err(at, "not a table", axes)
@@ -119,6 +123,11 @@ def _unit_suffix(col: dict[str, Any]) -> str:
 
 
 def render(report: Report, o: TableOptions, at: str) -> list[str]:
+    """A table block: one cell per row and column entry, its markdown and its CSV.
+
+    Stays whole: the sweeps gathered in the first pass over the cells are read in the second,
+    and both passes share `cell`.
+    """
     report.claim(o.id, at + "id")
     rows = _axis(report, o.rows, at + "rows")
     cols = _axis(report, o.columns, at + "columns")

@@ -44,6 +44,12 @@ def _per_unit(metric: str) -> tuple[str, float]:
 
 
 def render(report: Report, o: ValidationOptions, at: str) -> list[str]:
+    """A validation block: the tables' rows predicted, their summary as scalars, two tables, a
+    chart and a CSV.
+
+    Stays whole: the lines and the CSV are built in the order the block shows them, from one
+    set of results.
+    """
     report.claim(o.id, at + "id")
     if not 0 < o.band < 1:
         raise report.err(at + "band", f"{o.band} is not a fraction", "a number in (0, 1)")
