@@ -344,6 +344,7 @@ def _check_request(
     vary: Sequence[tuple[str, Any]],
     batch: Sequence[float],
     spec: Spec,
+    registry: Registry,
 ) -> None:
     """Reject a search request that is wrong before any scenario is loaded, naming the flag
     (`plan_search`'s arguments).
@@ -447,7 +448,8 @@ def plan_search(
 
     registry = registry or registries.default()
     spec = spec or Spec()
-    _check_request(hardware, clusters, gpus, workload, isl, osl, decoding, sets, vary, batch, spec)
+    _check_request(hardware, clusters, gpus, workload, isl, osl, decoding, sets, vary, batch, spec,
+                   registry)  # fmt: skip
     set_keys = {s.partition("=")[0].strip() for s in sets}
     cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
     labels = [
@@ -493,38 +495,9 @@ def plan_search(
                     "decides the model's shape here",
                     "a model whose layout keys are numeric",
                 )
-<<<<<<< HEAD
-            structural = [a for a in axes if a.key in numeric.structural_keys]
-            free = [a for a in axes if a.key not in numeric.structural_keys]
-            combos = _product(
-                [[(a.key, g, s) for g, s in zip(a.given, a.si, strict=True)] for a in structural]
-            )
-            for combo in combos:
-                pinned = [f"{k}={_given(g)}" for k, g, _ in combo]
-                num, vals = numeric, values
-                if pinned:
-                    sc2 = load_scenario(ref, registry.kinds, [*probe, *pinned])
-                    num = compile_scenario(sc2, registry, cache=cache)
-                    vals = {s.name: float(v) for s, v in sc2.values.items()}
-                variants.append(
-                    Variant(
-                        opt,
-                        kind,
-                        ref,
-                        (*own, *mine, *pinned),
-                        num,
-                        vals,
-                        layouts,
-                        np.asarray(sorted(set(batch)), dtype=float),
-                        tuple((a.key, a.given, a.si) for a in free),
-                        dict(getattr(sc, "ranges", {}) or {}),
-                        provides,
-                    )
-                )
-=======
             variants += _pinned_variants(opt, kind, ref, registry, probe, (*own, *mine), sc,
-                                         numeric, values, layouts, batch, axes, cache)  # fmt: skip
->>>>>>> h21-whole
+                                         numeric, values, layouts, batch, axes, cache,
+                                         provides)  # fmt: skip
     return Plan(
         model, options, tuple(variants), spec, engine, workload, tuple(dict.fromkeys(warnings))
     )
@@ -544,6 +517,7 @@ def _pinned_variants(
     batch: Sequence[float],
     axes: Sequence[Any],
     cache: bool,
+    provides: Mapping[str, str],
 ) -> list[Variant]:
     """One hardware option's and decoding kind's variants: one per combination of the
     structural --vary values (each compiled on its own), the numeric axes searched in each."""
@@ -572,6 +546,7 @@ def _pinned_variants(
                 np.asarray(sorted(set(batch)), dtype=float),
                 tuple((a.key, a.given, a.si) for a in free),
                 dict(getattr(sc, "ranges", {}) or {}),
+                dict(provides),
             )
         )
     return variants

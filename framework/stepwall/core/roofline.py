@@ -61,7 +61,11 @@ def op_terms(
     """The roofline term of ``op`` (named after it) and its floor term (``<name>.floor``),
     priced as its kind's declaration in ``op_kinds`` says (the registry's, with plugins'
     kinds: the ``op_kinds`` of ``stepwall_compute_terms``). ``bytes_`` replaces the op's
-    bytes (a part of it read from elsewhere); ``overlap`` its overlap tag."""
+    bytes (a part of it read from elsewhere); ``overlap`` its overlap tag.
+
+    Stays whole: each op kind's exceptions (the MoE ramp, attention's context ramp and per-user
+    rate) adjust the same roofline inputs before its roofline and floor terms are built.
+    """
     hw = scenario.params.hardware
     kind = op_kinds.get(op.kind)
     if kind is None:
