@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT
 
@@ -298,3 +299,24 @@ def test_a_new_value_needs_no_sympy_and_prints_the_same_bytes(tmp_path, fmt) -> 
     assert new.returncode == fresh.returncode == 0
     assert new.stdout == fresh.stdout and new.stdout != first.stdout
     assert new.stderr.replace("NO-SYMPY", "SYMPY") == fresh.stderr
+
+
+# ---------------------------------------------------------------- the library, one point
+
+
+def test_one_point_runs_the_plain_python_form_added_once(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("STEPWALL_CACHE_DIR", str(tmp_path))
+    model = compose.build_model(SCENARIO, registry=registry())  # its own models, none shared
+    grid = model.evaluate({"workload.context": np.array([1000.0, 2000.0])})
+    assert not model.numeric.scalar_source  # arrays: the numpy form alone
+    assert not _entries(tmp_path)[0]["model"]["scalar_source"]
+    one = model.evaluate({"workload.context": 2000})
+    assert type(one["step_time_s"]) is float  # plain Python, not a numpy scalar
+    assert one["step_time_s"] == pytest.approx(float(grid["step_time_s"][1]), rel=1e-12)
+    assert model.numeric.scalar_source  # kept for the next points of this shape
+    (entry,) = _entries(tmp_path)  # and on disk, for the next process: the same entry
+    assert entry["model"]["scalar_source"] == model.numeric.scalar_source
+    listed = model.evaluate({"workload.context": [1000.0, 2000.0]})  # a list is an array
+    assert list(listed["step_time_s"]) == list(grid["step_time_s"])
+    other = compose.build_model(SCENARIO, ["workload.concurrency=4"], registry())
+    assert other.numeric.scalar_source  # another registry, same shape: from the disk
