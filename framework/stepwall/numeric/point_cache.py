@@ -49,6 +49,8 @@ from stepwall.spec.loader import expand_references, override_text, parse_set, re
 from stepwall.spec.values import check_quantity
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from stepwall.core.scenario import Scenario
 
 FORMAT = 2  # the layout of an entry; bump when it changes
@@ -172,7 +174,7 @@ def _at(
     return {"model": shape["model"], "values": values, "info": info, "warnings": shape["warnings"]}
 
 
-def _file(kind: str, identity: list[Any], sets: Sequence[str]) -> tuple[str, Any]:
+def _file(kind: str, identity: list[Any], sets: Sequence[str]) -> tuple[str, Path | None]:
     """The key of a ``"point"`` entry (``sets``: the assignments) or a ``"shape"`` one (the
     keys), and its file (None when the cache is off)."""
     key = json.dumps([FORMAT, kind, *identity, list(sets)], sort_keys=True, default=str)
