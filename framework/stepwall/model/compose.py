@@ -59,7 +59,7 @@ from stepwall.numeric.compiled import (
     summary_of,
     value_of,
 )
-from stepwall.numeric.printer import function_source
+from stepwall.numeric.printer import function_sources
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
 from stepwall.spec.loader import catalog_names, read_toml
@@ -218,12 +218,11 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
     exprs = [model.metrics.get(m, sp.nan) for m in names] + [t.expr for t in model.terms]
     exprs += [e for op in model.workload.ops for e in (op.bytes, op.flops)]
     exprs += [c.relation for c in model.constraints]
-    if model.shared:  # the numpy form exists: add the plain-Python one
-        base = model.shared[0]
-        source, imports = base.source, base.imports
-    else:
-        source, imports = function_source(params, exprs, "numpy")
-    scalar_source, scalar_imports = function_source(params, exprs, "math") if scalar else ("", ())
+    base = model.shared[0] if model.shared else None  # its numpy form is kept
+    wanted = ([] if base else ["numpy"]) + (["math"] if scalar else [])
+    printed = dict(zip(wanted, function_sources(params, exprs, wanted), strict=True))
+    source, imports = (base.source, base.imports) if base else printed["numpy"]
+    scalar_source, scalar_imports = printed.get("math", ("", ()))
     return CompiledModel(
         tuple(s.name for s in params),
         {s.name: float(s.value) for s in params if s.value is not None},
