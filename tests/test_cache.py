@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT
 
@@ -205,3 +207,116 @@ def test_other_options_take_the_full_path() -> None:
     for argv in (["x", "--allow-infeasible"], ["x", "--format", "csv"], ["--help"], ["x", "y"],
                  ["x", "--js"], []):  # fmt: skip
         assert cached_eval.parse(argv) is None, argv
+
+
+# ---------------------------------------------------------------- new --set values (shape entry)
+
+# keys of the K2.6 scenario that do not shape its model: a bandwidth, a latency, a whole
+# number, a bounded fraction, a plain number; and one that does (the dense/MoE layer split)
+NEW_VALUES = {
+    "hardware.hbm_bandwidth": ["4TB/s", '"9.5 TB/s"', "800 GB/s", "6.5e12 B/s", "7 TiB/s",
+                               "8e12", "0 TB/s", "-3TB/s", "5 TFLOP/s", "1e-30 B/s", "7..8TB/s",
+                               "fast", "inf TB/s", "true"],
+    "cluster.scale_up.a2a_latency": ["20us", "0 s", "1.5e-5 s", "3 ms", "5", "-1us", "2 PB"],
+    "workload.concurrency": ["2", "64", "1.5", "0", "-4", "3e2", '"8"', "[1, 2]"],
+    "engine.comm_sm_fraction": ["0.25", "0", "0.9", "0.95", "0.0001", "nan"],
+    "workload.context": ["1", "131072", "65536.5", "2e5", "0"],
+    "model.n_dense_layers": ["2", "3"],
+}  # fmt: skip
+# random values in range, written in different ways
+GOOD = {
+    "hardware.hbm_bandwidth": lambda r: f"{r.uniform(1, 20):.3g} {r.choice(['TB/s', 'TB / s'])}",
+    "cluster.scale_up.a2a_latency": lambda r: f"{r.uniform(0, 50):.4g}us",
+    "workload.concurrency": lambda r: str(r.randint(1, 256)),
+    "engine.comm_sm_fraction": lambda r: f"{r.uniform(0.01, 0.9):.3f}",
+    "workload.context": lambda r: str(r.choice([r.randint(1, 200_000), r.uniform(1, 1e5)])),
+}
+
+
+def _in_process(capsys, argv: list[str]) -> tuple[str, str, int]:
+    from stepwall import cli
+
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return out, err, code
+
+
+def test_new_set_values_print_what_the_full_path_prints(tmp_path, monkeypatch, capsys) -> None:
+    from stepwall.cli import cached_eval
+
+    monkeypatch.setenv("STEPWALL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("STEPWALL_NO_CACHE", raising=False)
+    served: list[bool] = []  # whether each eval was answered by the quick path
+    quick = cached_eval.run
+
+    def recorded(argv: list[str]) -> int | None:
+        code = quick(argv)
+        served.append(code is not None)
+        return code
+
+    monkeypatch.setattr(cached_eval, "run", recorded)
+    rng = random.Random(21)
+    keys = list(NEW_VALUES)
+    cases = [[(k, v)] for k in keys for v in NEW_VALUES[k]]  # each key alone, every value
+    cases += [[(k, gen(rng))] for k, gen in GOOD.items() for _ in range(3)]
+    pairs = [k for k in keys if k != "model.n_dense_layers"]
+    for _ in range(8):  # two keys at once, and a key given twice (the last value counts)
+        a, b = rng.sample(pairs, 2)
+        cases.append([(a, rng.choice(NEW_VALUES[a])), (b, rng.choice(NEW_VALUES[b]))])
+    cases.append([("workload.concurrency", "1.5"), ("workload.concurrency", "4")])
+    hits = 0
+    for case in cases:
+        sets = [x for k, v in case for x in ("--set", f"{k}={v}")]
+        for fmt in ([], ["--json"]):
+            argv = ["eval", SCENARIO, *sets, *fmt]
+            served.clear()
+            fast = _in_process(capsys, argv)
+            hit = served == [True]
+            full = _in_process(capsys, [*argv, "--no-cache"])
+            assert fast == full, argv
+            hits += hit
+        # its entry is there now: only an error, a warning or a range takes the full path
+        if all(k != "model.n_dense_layers" and ".." not in v for k, v in case):
+            assert hit or full[2] != 0 or "warning" in full[1], case
+    assert hits > len(cases)  # many evals were answered from a shape entry
+
+
+def test_a_structural_key_has_no_shape_entry(tmp_path: Path) -> None:
+    _eval(tmp_path, SCENARIO, "--set", "model.n_dense_layers=2")
+    assert not list(tmp_path.glob("shape-*.json"))  # it decides which terms exist
+    _eval(tmp_path, SCENARIO, "--set", "workload.concurrency=2")
+    assert len(list(tmp_path.glob("shape-*.json"))) == 1
+
+
+@pytest.mark.parametrize("fmt", [(), ("--json",)])
+def test_a_new_value_needs_no_sympy_and_prints_the_same_bytes(tmp_path, fmt) -> None:
+    first = _quick(tmp_path, SCENARIO, "--set", "hardware.hbm_bandwidth=6TB/s", *fmt)
+    assert first.returncode == 0, first.stderr
+    sets = ("--set", "hardware.hbm_bandwidth=5.5 TB/s")
+    new = _quick(tmp_path, SCENARIO, *sets, *fmt)
+    fresh = _quick(tmp_path, SCENARIO, *sets, *fmt, "--no-cache")
+    assert "NO-SYMPY" in new.stderr.split() and "SYMPY" in fresh.stderr.split()
+    assert new.returncode == fresh.returncode == 0
+    assert new.stdout == fresh.stdout and new.stdout != first.stdout
+    assert new.stderr.replace("NO-SYMPY", "SYMPY") == fresh.stderr
+
+
+# ---------------------------------------------------------------- the library, one point
+
+
+def test_one_point_runs_the_plain_python_form_added_once(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("STEPWALL_CACHE_DIR", str(tmp_path))
+    model = compose.build_model(SCENARIO, registry=registry())  # its own models, none shared
+    grid = model.evaluate({"workload.context": np.array([1000.0, 2000.0])})
+    assert not model.numeric.scalar_source  # arrays: the numpy form alone
+    assert not _entries(tmp_path)[0]["model"]["scalar_source"]
+    one = model.evaluate({"workload.context": 2000})
+    assert type(one["step_time_s"]) is float  # plain Python, not a numpy scalar
+    assert one["step_time_s"] == pytest.approx(float(grid["step_time_s"][1]), rel=1e-12)
+    assert model.numeric.scalar_source  # kept for the next points of this shape
+    (entry,) = _entries(tmp_path)  # and on disk, for the next process: the same entry
+    assert entry["model"]["scalar_source"] == model.numeric.scalar_source
+    listed = model.evaluate({"workload.context": [1000.0, 2000.0]})  # a list is an array
+    assert list(listed["step_time_s"]) == list(grid["step_time_s"])
+    other = compose.build_model(SCENARIO, ["workload.concurrency=4"], registry())
+    assert other.numeric.scalar_source  # another registry, same shape: from the disk

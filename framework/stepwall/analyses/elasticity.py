@@ -25,7 +25,7 @@ from stepwall.core.symbols import is_constant
 from stepwall.core.terminal import visible
 from stepwall.core.units import TIME
 from stepwall.plugin.entries import Analysis
-from stepwall.spec.validation import check_magnitude
+from stepwall.spec.values import check_magnitude
 
 if TYPE_CHECKING:
     from stepwall.model.compose import StepModel
@@ -109,8 +109,8 @@ def _run(model: StepModel, o: ElasticityOptions, context: Context) -> list[Deriv
         except ValueError:
             raise SpecError("--at", k, f"{v!r} is not a number", "KEY=SI value") from None
         field = model.scenario.field(parameter(model, k).name)
-        at[k] = x if field is None else check_magnitude(field, x, field.metadata["dim"],
-                                                        v.strip(), "--at", k)  # fmt: skip
+        meta = field.metadata if field is not None else None
+        at[k] = x if meta is None else check_magnitude(meta, x, meta["dim"], v.strip(), "--at", k)
     if at and not context.allow_infeasible:
         at_point(model, at, "--at").check()  # the point moved: its constraints must hold
     return elasticity(model, o.metric, at, o.symbolic)

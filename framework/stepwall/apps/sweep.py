@@ -38,7 +38,8 @@ from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
 from stepwall.spec import grammar
 from stepwall.spec.loader import parse_set
-from stepwall.spec.validation import check_magnitude, load_scenario
+from stepwall.spec.validation import load_scenario
+from stepwall.spec.values import check_magnitude
 
 DEFAULT_METRICS = ("step_time_s", "tokens_per_s_per_user", "tokens_per_s", "tokens_per_s_per_gpu")
 MAX_POINTS = 200_000_000  # a grid (sweep) or space (search) beyond this is refused up front
@@ -199,7 +200,7 @@ def axis_values(
             raise SpecError("--vary", key, str(e), "values with the key's unit") from None
         if dim.dimensionless and not f.metadata["dim"].dimensionless and not isinstance(v, str):
             raise SpecError("--vary", key, f"{v!r} has no unit", "values with units, e.g. 8TB/s")
-        si.append(check_magnitude(f, magnitude, dim, repr(v), "--vary", key, warnings))
+        si.append(check_magnitude(f.metadata, magnitude, dim, repr(v), "--vary", key, warnings))
     return Axis(key, tuple(given), np.asarray(si, dtype=float), integer)
 
 

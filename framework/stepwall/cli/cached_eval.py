@@ -1,5 +1,6 @@
-"""A repeated ``stepwall eval`` answered from the point cache (`stepwall.numeric.point_cache`)
-before anything heavy is imported: no sympy, no plugins, no validation."""
+"""A repeated ``stepwall eval``, or one with new ``--set`` values of the same keys, answered
+from the point cache (`stepwall.numeric.point_cache`) before anything heavy is imported: no
+sympy, no plugins, no validation beyond checking the new values."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from stepwall.core.terminal import warn
 from stepwall.io.breakdown import render_breakdown
 from stepwall.io.formats import write_json
 from stepwall.numeric.compiled import CompiledModel, summary_of
-from stepwall.numeric.point_cache import key, lookup
+from stepwall.numeric.point_cache import lookup
 
 
 def parse(argv: Sequence[str]) -> tuple[str, tuple[str, ...], str] | None:
@@ -50,8 +51,7 @@ def run(argv: Sequence[str]) -> int | None:
     if parsed is None or env_flag("STEPWALL_NO_CACHE"):
         return None
     ref, sets, fmt = parsed
-    k = key(ref, sets)
-    entry = lookup(k) if k is not None else None
+    entry = lookup(ref, sets)
     if entry is None:
         return None
 

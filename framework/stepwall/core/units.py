@@ -286,6 +286,12 @@ def parse_quantity(value: object) -> tuple[float, Dim]:
     return number * mag, dim
 
 
+def parse_dim(text: str) -> Dim:
+    """A dimension from the text `Dim` prints (``"B/s"``, ``"kg·m^2/s^3"``, ``"dimensionless"``):
+    how a cache keeps a field's dimension."""
+    return DIMENSIONLESS if text == str(DIMENSIONLESS) else parse_unit(text)[1]
+
+
 def magnitude(text: str, expected: Dim | None = None) -> float:
     """SI magnitude of a quantity string, optionally checked against a dimension:
     ``magnitude("4 us", TIME)`` is 4e-6.

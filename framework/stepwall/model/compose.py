@@ -62,12 +62,13 @@ from stepwall.numeric.compiled import (
     TermInfo,
     cache_key,
     group_times,
+    one_point,
     scenario_info,
     shape_key,
     summary_of,
     value_of,
 )
-from stepwall.numeric.printer import function_source
+from stepwall.numeric.printer import function_sources
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
 from stepwall.spec.loader import catalog_names, read_toml
@@ -133,23 +134,36 @@ class StepModel:
     def numeric(self) -> CompiledModel:
         """The compiled model (one per shape, made on first use), from the on-disk cache
         when any process compiled this shape before."""
-        if not self.shared:
-            key = getattr(self.shared, "cache_key", None)
-            store = ModelCache(key is not None)
-            found = store.get(*key) if key is not None else None
-            if found is None:
-                found = compile_model(self)
-                if key is not None:
-                    shape, reads = key
-                    store.put(shape, {p: reads[p] for p in found.structural_keys}, found)
-            self.shared.append(found)
-        return self.shared[0]
+        return self.compiled()
+
+    def compiled(self, scalar: bool = False) -> CompiledModel:
+        """`numeric`; with ``scalar``, with its plain-Python form for one point as well (several
+        times faster than numpy on one point), added on first use: kept like `numeric`, for
+        every model of the shape and in the on-disk cache."""
+        have = self.shared[0] if self.shared else None
+        if have is not None and (have.scalar_source or not scalar):
+            return have
+        key = getattr(self.shared, "cache_key", None)
+        store = ModelCache(key is not None)
+        if have is None and key is not None:
+            have = store.get(*key)
+        if have is not None:
+            self.shared[:] = [have]  # the numpy form of a plain-Python one made below
+            if have.scalar_source or not scalar:
+                return have
+        found = compile_model(self, scalar)
+        if key is not None:
+            shape, reads = key
+            store.put(shape, {p: reads[p] for p in found.structural_keys}, found)
+        self.shared[:] = [found]
+        return found
 
     def evaluate(self, overrides: Mapping[sp.Symbol | str, Any] | None = None) -> dict[str, Any]:
         """Metrics, term times, per-GPU op work (bytes, FLOPs) and constraints, numerically.
         ``overrides`` maps parameters (Symbol or path) to values or numpy arrays (broadcast
         together, for vectorized sweeps). ``constraints`` maps each constraint's name to
-        whether it holds; ``feasible`` is all of them and every metric finite."""
+        whether it holds; ``feasible`` is all of them and every metric finite. One point runs
+        the plain-Python form (`compiled`), arrays the numpy one."""
         vals = {s.name: v for s, v in self.scenario.values.items()}
         for k, v in (overrides or {}).items():
             name = k if isinstance(k, str) else k.name
@@ -157,7 +171,7 @@ class StepModel:
                 raise SpecError("evaluate", str(k), "not a parameter of this scenario",
                                 "a spec path such as parallel.tp")  # fmt: skip
             vals[name] = v
-        return self.numeric.evaluate(vals)
+        return self.compiled(scalar=one_point((overrides or {}).values())).evaluate(vals)
 
     def violations(self, evaluated: Mapping[str, Any] | None = None) -> list[Violation]:
         """The constraints that do not hold at the scenario's point, each in words (a metric
@@ -216,12 +230,11 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
     exprs = [model.metrics.get(m, sp.nan) for m in names] + [t.expr for t in model.terms]
     exprs += [e for op in model.workload.ops for e in (op.bytes, op.flops)]
     exprs += [c.relation for c in model.constraints]
-    if model.shared:  # the numpy form exists: add the plain-Python one
-        base = model.shared[0]
-        source, imports = base.source, base.imports
-    else:
-        source, imports = function_source(params, exprs, "numpy")
-    scalar_source, scalar_imports = function_source(params, exprs, "math") if scalar else ("", ())
+    base = model.shared[0] if model.shared else None  # its numpy form is kept
+    wanted = ([] if base else ["numpy"]) + (["math"] if scalar else [])
+    printed = dict(zip(wanted, function_sources(params, exprs, wanted), strict=True))
+    source, imports = (base.source, base.imports) if base else printed["numpy"]
+    scalar_source, scalar_imports = printed.get("math", ("", ()))
     return CompiledModel(
         tuple(s.name for s in params),
         {s.name: float(s.value) for s in params if s.value is not None},
@@ -533,12 +546,9 @@ def compile_scenario(
     if found is not None and (found.scalar_source or not scalar):
         return found
     model = build_model(scenario, registry=registry)
-    if scalar:
-        numeric = compile_model(model, scalar=True)
-        if key is not None:
-            store.put(key[0], {p: key[1][p] for p in numeric.structural_keys}, numeric)
-        return numeric
-    return model.numeric  # from the cache or compiled and stored by the model
+    if scalar and key is None:  # nothing stored
+        return compile_model(model, scalar=True)
+    return model.compiled(scalar)  # from the cache or compiled and stored by the model
 
 
 def summary(

@@ -23,12 +23,13 @@ import importlib.util
 import json
 import marshal
 import math
+import numbers
 import os
 import sys
 import types
 import zlib
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,7 +140,7 @@ class CompiledModel:
         """Every output at ``values`` (by path; numpy arrays broadcast together). One point
         with a plain-Python form compiled runs without numpy."""
         args = [values[p] if p in values else self.constants[p] for p in self.parameters]
-        if self.scalar_source and not any(getattr(a, "ndim", 0) for a in args):
+        if self.scalar_source and one_point(args):
             return self._results(self._scalar(args), scalar=True)
         import numpy as np  # numpy on first use (a cached eval runs without it)
 
@@ -240,6 +241,18 @@ class CompiledModel:
                 else {}
             ),
         )
+
+
+def one_point(values: Iterable[Any]) -> bool:
+    """Whether ``values`` are single numbers (what the plain-Python form takes), not arrays
+    or lists of them."""
+    values = list(values)
+    if {type(v) for v in values} <= {float, int}:  # the common case, quickly
+        return True
+    return all(
+        isinstance(v, float | int) or getattr(v, "ndim", None) == 0 or isinstance(v, numbers.Real)
+        for v in values
+    )
 
 
 _ALLOCATOR: list[bool] = []  # whether keep_freed_memory ran in this process

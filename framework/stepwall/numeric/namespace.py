@@ -21,17 +21,26 @@ FUNCTION = "_lambdifygenerated"  # the name lambdify gives the function
 
 def code_names(code: CodeType) -> set[str]:
     """Every global name ``code`` (and the code objects nested in it) reads (not attributes:
-    ``logical_and.reduce`` reads ``logical_and``)."""
+    ``logical_and.reduce`` reads ``logical_and``). Read from the raw bytecode: `dis` makes an
+    object per instruction, which a cached ``stepwall eval`` would spend most of its own
+    work on."""
     names: set[str] = set()
     stack = [code]
     while stack:
         c = stack.pop()
-        names.update(i.argval for i in dis.get_instructions(c) if i.opname in _GLOBAL_READS)
+        raw, extended = c.co_code, 0
+        for i in range(0, len(raw), 2):
+            op, arg = raw[i], raw[i + 1] | extended
+            extended = arg << 8 if op == dis.EXTENDED_ARG else 0
+            if op == _LOAD_GLOBAL:  # since 3.11 the low bit of the argument is a flag
+                names.add(c.co_names[arg >> 1])
+            elif op == _LOAD_NAME:
+                names.add(c.co_names[arg])
         stack += [k for k in c.co_consts if isinstance(k, CodeType)]
     return names - {FUNCTION}
 
 
-_GLOBAL_READS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+_LOAD_GLOBAL, _LOAD_NAME = dis.opmap["LOAD_GLOBAL"], dis.opmap["LOAD_NAME"]
 _MISSING = object()
 
 

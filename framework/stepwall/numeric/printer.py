@@ -203,12 +203,27 @@ def function_source(
     """The source of ``_lambdifygenerated(_p0, _p1, …)`` returning ``exprs`` (one expression,
     or a list) for ``module`` ("numpy": vectorized, intermediates released; "math": one
     point), and the (module, name) imports it needs beyond that module's lambdify namespace."""
+    return function_sources(params, exprs, (module,), cse)[0]
+
+
+def function_sources(
+    params: Sequence[sp.Basic], exprs: Any, modules: Sequence[str], cse: bool = True
+) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    """`function_source` for each of ``modules``, the shared subexpressions found once."""
+    if not modules:
+        return []
     names = argument_names(params)
     roots = list(exprs) if isinstance(exprs, list | tuple) else [exprs]
     if cse:
         roots = restructured(roots)
         exprs = roots if isinstance(exprs, list | tuple) else roots[0]
     shared = shared_subexpressions(roots) if cse else {}
+    return [_source(names, exprs, shared, module) for module in modules]
+
+
+def _source(
+    names: dict[sp.Basic, str], exprs: Any, shared: dict[sp.Basic, str], module: str
+) -> tuple[str, tuple[tuple[str, str], ...]]:
     printer = (ModelPrinter if module == "numpy" else MathPrinter)(names, shared)
     out = _to_string(printer.doprint, exprs)
     defined = [(name, printer.definition(e)) for e, name in shared.items()]

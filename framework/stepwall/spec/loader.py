@@ -294,3 +294,9 @@ def parse_set(assignment: str) -> tuple[str, Any]:
     except tomllib.TOMLDecodeError:
         value = raw
     return key, value
+
+
+def override_text(assignment: str) -> str:
+    """How a ``--set`` assignment reads in a scenario's label and eval's ``overrides``: key and
+    value without the spaces around them (``"parallel.tp = 16"`` -> ``"parallel.tp=16"``)."""
+    return "=".join(x.strip() for x in assignment.partition("=")[::2])

@@ -9,7 +9,6 @@ the bad key (or, for a missing key, the file that should have had it).
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,7 @@ from stepwall.core.errors import SpecError, UnitError, did_you_mean
 from stepwall.core.fields import META_KEYS, KindSpec
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import Parameter, parameter
-from stepwall.core.units import (
-    DIMENSIONLESS,
-    Dim,
-    describe,
-    format_quantity,
-    implausible,
-    parse_quantity,
-)
+from stepwall.core.units import describe
 from stepwall.spec.grammar import SYNTAX, is_range, parse_range
 from stepwall.spec.loader import (
     CATALOG_DIRS,
@@ -41,10 +33,12 @@ from stepwall.spec.loader import (
     find_spec_file,
     flatten,
     load_flat,
+    override_text,
     parse_set,
     read_scenario,
     read_toml,
 )
+from stepwall.spec.values import check_magnitude, check_quantity
 
 Kinds = Mapping[tuple[str, str], KindSpec]
 
@@ -91,53 +85,9 @@ def check_value(
         if not isinstance(value, str):
             raise SpecError(where, key, f"{value!r} is not text", "a string")
         return value
-    dim: Dim = meta["dim"]
     if is_range(value):
         return check_range(f, value, where, key, warnings, ranges)
-    try:
-        magnitude, found = parse_quantity(value)
-    except UnitError as e:
-        raise SpecError(where, key, str(e), describe(dim)) from None
-    if found == DIMENSIONLESS and dim != found and isinstance(value, int | float):
-        if not math.isfinite(magnitude):
-            raise SpecError(where, key, f"{value!r} is not a finite number", describe(dim))
-        raise SpecError(where, key, f"{value!r} has no unit", describe(dim))
-    return check_magnitude(f, magnitude, found, repr(value), where, key, warnings)
-
-
-def check_magnitude(
-    f: attrs.Attribute,  # type: ignore[type-arg]
-    magnitude: float,
-    found: Dim,
-    shown: str,
-    where: str,
-    key: str,
-    warnings: list[str] | None = None,
-) -> float | int:
-    """An SI magnitude of dimension ``found`` checked against a numeric field: dimension,
-    finiteness, bounds, whole number; a value far outside its quantity's physical range adds
-    a warning. ``shown`` is how the value reads in a message."""
-    meta = f.metadata
-    dim: Dim = meta["dim"]
-    if not math.isfinite(magnitude):
-        raise SpecError(where, key, f"{shown} is not a finite number", describe(dim))
-    if found != dim:
-        raise SpecError(where, key, f"{shown} is a {found} quantity, not {dim}", describe(dim))
-    low, inclusive, high = meta["minimum"], meta["inclusive"], meta["maximum"]
-    if magnitude < low or (magnitude == low and not inclusive):
-        bound = f"≥ {low:g}" if inclusive else f"> {low:g}"
-        raise SpecError(where, key, f"{shown} is out of range", f"a value {bound}")
-    if high is not None and magnitude > high:
-        top = f"{high:g}" if dim.dimensionless else format_quantity(high, dim)
-        raise SpecError(where, key, f"{shown} is out of range", f"a value ≤ {top}")
-    if meta["integer"]:
-        if magnitude != int(magnitude):
-            raise SpecError(where, key, f"{shown} is not a whole number", "an integer")
-        return int(magnitude)
-    odd = implausible(magnitude, dim, meta.get("plausible"))
-    if odd and warnings is not None:
-        warnings.append(f"{where}:{key}: {shown} is {odd}")
-    return magnitude
+    return check_quantity(meta, value, where, key, warnings)
 
 
 # ---------------------------------------------------------------- one section
@@ -389,7 +339,7 @@ def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Sc
         values,
         {k: v[1] for k, v in flat.items()},
         {p.name: _source_of(p.name, flat) for p in values},
-        tuple("=".join(x.strip() for x in a.partition("=")[::2]) for a in sets),
+        tuple(override_text(a) for a in sets),
         tuple(dict.fromkeys([*renames, *warnings])),
         ranges=ranges,
     )
@@ -512,7 +462,7 @@ def check_range(
     ranges: dict[str, tuple[float, float]] | None,
 ) -> float:
     """A range value of a numeric field: each end and the nominal value checked like a scalar
-    (`stepwall.spec.validation.check_magnitude`); records (low, high) in ``ranges`` under ``key``
+    (`stepwall.spec.values.check_magnitude`); records (low, high) in ``ranges`` under ``key``
     and returns the nominal value."""
     meta = f.metadata
     if ranges is None:
@@ -526,6 +476,6 @@ def check_range(
     except UnitError as e:
         raise SpecError(where, key, str(e), f"{SYNTAX}; {describe(meta['dim'])}") from None
     for v in (low, high, nominal):
-        check_magnitude(f, v, dim, repr(text), where, key, warnings)
+        check_magnitude(meta, v, dim, repr(text), where, key, warnings)
     ranges[key] = (low, high)
     return float(nominal)
