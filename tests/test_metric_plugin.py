@@ -16,7 +16,9 @@ import pytest
 
 from stepwall.apps import reference
 from stepwall.core.units import DIMENSIONLESS, TIME
+from stepwall.io.breakdown import metric_lines
 from stepwall.model.metrics import METRICS, declared
+from stepwall.numeric.compiled import MetricInfo
 from stepwall.plugin.entries import Metric
 from stepwall.plugin.hookspecs import hookimpl
 from stepwall.testing import PluginKit
@@ -90,6 +92,20 @@ def test_a_keyed_plugin_metric_takes_its_place_in_eval_json_and_its_line_in_text
     assert code == 0, err
     assert f"served                {users} users" in text.splitlines()
     assert not any(ln.startswith("users served") for ln in text.splitlines())
+
+
+def test_a_line_template_reads_dotted_keys_and_its_own_format_specs() -> None:
+    def info(name: str, key: str, line: str) -> MetricInfo:
+        return MetricInfo(name, "", name, "", key, 0, False, True, None, line)
+
+    doc = {"t": 0.0125, "box": {"b": 3.5e9, "ok": False}, "gone": None}
+    lines = metric_lines(doc, [
+        info("t", "t", "t {t:time}"),
+        info("b", "box.b", "b {box.b:.2f/1e9} GB, {box.ok:fits|DOES NOT FIT}, {t:.2e}"),
+        info("gone", "gone", "never {gone}"),  # unknown: no line
+        info("quiet", "t", ""),  # no line declared
+    ])  # fmt: skip
+    assert lines == ["t 12.5 ms", "b 3.50 GB, DOES NOT FIT, 1.25e-02"]
 
 
 @pytest.mark.parametrize("key", ["memory", "memory.extra", "terms", "gpus"])
