@@ -11,11 +11,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from stepwall.apps import reference
 from stepwall.core.units import DIMENSIONLESS, TIME
+from stepwall.io.breakdown import metric_lines
 from stepwall.model.metrics import METRICS, declared
+from stepwall.numeric.compiled import MetricInfo
 from stepwall.plugin.entries import Metric
 from stepwall.plugin.hookspecs import hookimpl
 from stepwall.testing import PluginKit
@@ -62,6 +65,59 @@ def test_eval_json_and_text_show_the_plugin_metric(kit: PluginKit) -> None:
 def test_builtin_eval_json_has_no_plugin_metrics_key(stepwall_plugin: PluginKit) -> None:
     code, out, _ = stepwall_plugin().cli("eval", SCENARIO, "--json")
     assert code == 0 and "plugin_metrics" not in json.loads(out)
+
+
+def test_a_keyed_plugin_metric_takes_its_place_in_eval_json_and_its_line_in_text(
+    stepwall_plugin: PluginKit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keyed = attrs.evolve(USERS, key="served.users", place=30, whole=True,
+                         line="served                {served.users} users")  # fmt: skip
+
+    class Keyed:
+        @hookimpl
+        def stepwall_metrics(self) -> list[Metric]:
+            return [keyed]
+
+    monkeypatch.setenv("STEPWALL_CACHE_DIR", str(tmp_path / "cache"))
+    kit = stepwall_plugin(Keyed())
+    code, out, err = kit.cli("eval", SCENARIO, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    users = round(doc["tokens_per_s"] / doc["tokens_per_s_per_user"])
+    assert doc["served"] == {"users": users} and isinstance(doc["served"]["users"], int)
+    keys = list(doc)  # an object after the plain keys and the built-in memory object
+    assert "plugin_metrics" not in doc
+    assert keys[keys.index("groups") - 2 : keys.index("groups")] == ["memory", "served"]
+    code, text, err = kit.cli("eval", SCENARIO)
+    assert code == 0, err
+    assert f"served                {users} users" in text.splitlines()
+    assert not any(ln.startswith("users served") for ln in text.splitlines())
+
+
+def test_a_line_template_reads_dotted_keys_and_its_own_format_specs() -> None:
+    def info(name: str, key: str, line: str) -> MetricInfo:
+        return MetricInfo(name, "", name, "", key, 0, False, True, None, line)
+
+    doc = {"t": 0.0125, "box": {"b": 3.5e9, "ok": False}, "gone": None}
+    lines = metric_lines(doc, [
+        info("t", "t", "t {t:time}"),
+        info("b", "box.b", "b {box.b:.2f/1e9} GB, {box.ok:fits|DOES NOT FIT}, {t:.2e}"),
+        info("gone", "gone", "never {gone}"),  # unknown: no line
+        info("quiet", "t", ""),  # no line declared
+    ])  # fmt: skip
+    assert lines == ["t 12.5 ms", "b 3.50 GB, DOES NOT FIT, 1.25e-02"]
+
+
+@pytest.mark.parametrize("key", ["memory", "memory.extra", "terms", "gpus"])
+def test_a_taken_eval_key_is_refused(stepwall_plugin: PluginKit, key: str) -> None:
+    class Taken:
+        @hookimpl
+        def stepwall_metrics(self) -> list[Metric]:
+            return [attrs.evolve(USERS, key=key)]
+
+    code, _, err = stepwall_plugin(Taken()).cli("eval", SCENARIO, "--no-cache")
+    assert code != 0
+    assert f"metric 'users_served': eval's JSON has a key {key.partition('.')[0]!r}" in err
 
 
 def test_sweep_csv_has_the_plugin_metric_column(kit: PluginKit) -> None:

@@ -1,7 +1,8 @@
-"""Op kinds are a declared registry (issue 21): each `OpKind` says how a GPU prices it, the
-built-in ones in `stepwall.core.terms.OP_KINDS`; a plugin adds one (``stepwall_op_kinds``)
-and an op of that kind is priced as its declaration says; an undeclared kind or a built-in's
-name is refused."""
+"""Op kinds are a declared registry (issue 21): each `OpKind` says what the work is, the
+built-in ones in `stepwall.core.terms.OP_KINDS`, and kind gpu's pricing table
+(`stepwall.core.roofline.GPU_PRICING`) which hardware fields price it; a plugin adds one
+(``stepwall_op_kinds``) with its pricing and an op of that kind is priced as its declaration
+says; an undeclared kind or a built-in's name is refused."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import attrs
 import pytest
 
 from stepwall.core.errors import PluginError, StepwallError
+from stepwall.core.roofline import GPU_PRICING, GpuPricing
 from stepwall.core.terms import OP_KINDS, Op, OpKind, Workload
 from stepwall.plugin.hookspecs import hookimpl
 from stepwall.testing import evaluate, registry
@@ -47,11 +49,15 @@ def test_the_builtin_kinds_are_declared_once() -> None:
     assert list(OP_KINDS) == ["gemm", "grouped_gemm", "attention", "elementwise"]
     assert all(k.name == n and k.meaning for n, k in OP_KINDS.items())
     assert registry().op_kinds == OP_KINDS
+    assert list(GPU_PRICING) == list(OP_KINDS)  # kind gpu prices each built-in kind
+    assert GPU_PRICING["attention"] == GpuPricing("attention_efficiency", "attention_floor")
 
 
 def test_a_plugin_op_kind_is_priced_as_declared() -> None:
-    kinds = [OpKind("conv", "a depthwise convolution", floor="kernel_floor"),
-             OpKind("scan", "a selective scan", floor="attention_floor")]  # fmt: skip
+    kinds = [OpKind("conv", "a depthwise convolution",
+                    pricing={"gpu": GpuPricing(floor="kernel_floor")}),
+             OpKind("scan", "a selective scan",
+                    pricing={"gpu": GpuPricing(floor="attention_floor")})]  # fmt: skip
     plugin = ExtraOps(kinds, ("conv", "scan", "elementwise"))
     assert set(registry(plugin).op_kinds) == {*OP_KINDS, "conv", "scan"}
     terms = _terms(evaluate(SCENARIO, [plugin], FLOORS))
@@ -81,3 +87,19 @@ def test_a_builtin_kinds_name_is_refused() -> None:
 def test_a_ramp_must_be_one_of_the_known() -> None:
     with pytest.raises(ValueError, match="'ramp' must be in"):
         OpKind("conv", "a convolution", ramp="heads")
+
+
+def test_a_plugin_kind_kind_gpu_has_no_pricing_for_is_priced_as_a_gemm() -> None:
+    plugin = ExtraOps([OpKind("conv", "a depthwise convolution")], ("conv", "gemm"))
+    terms = _terms(evaluate(SCENARIO, [plugin], FLOORS))
+    assert terms["extra_conv"] > 0
+    assert terms["extra_conv"] == pytest.approx(terms["extra_gemm"])
+    assert terms["extra_conv.floor"] == pytest.approx(terms["extra_gemm.floor"])
+    assert terms["extra_conv.floor"] != pytest.approx(3 * 1.828e-6)  # not the small-kernel floor
+
+
+def test_a_pricing_that_is_not_kind_gpus_is_refused_naming_the_kind() -> None:
+    plugin = ExtraOps([OpKind("conv", "a convolution", pricing={"gpu": "kernel_floor"})],
+                      ("conv",))  # fmt: skip
+    with pytest.raises(PluginError, match="op kind 'conv' is priced on kind gpu by a GpuPricing"):
+        evaluate(SCENARIO, [plugin])

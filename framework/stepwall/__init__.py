@@ -12,10 +12,10 @@ The supported API (docs/api.md); everything else under ``stepwall.*`` is interna
 
 Plugins use `hookimpl`, the spec fields (`KindSpec`, `quantity`, `choice`, `flag`), what the
 hooks return (`Term`, `Op`, `Collective`, `Constraint`, `Decoding`, `Layout`, `Engine`, `Step`,
-`Workload`; `law`, `laws`, `units`, `roof`, `op_terms`, `floor_time`) and the entry types
-(`Analysis`, `Format`, `BlockKind`, `Command`, `Metric`, `Derivation`, `option`); plugin tests
-use the kit in `stepwall.testing` (a pytest plugin: the ``stepwall_plugin`` fixture). Names
-load on first use, so ``import stepwall`` is cheap.
+`Workload`; `law`, `laws`, `units`, `roof`, `op_terms`, `GpuPricing`, `floor_time`) and the
+entry types (`Analysis`, `Format`, `BlockKind`, `Command`, `Metric`, `Derivation`, `option`);
+plugin tests use the kit in `stepwall.testing` (a pytest plugin: the ``stepwall_plugin``
+fixture). Names load on first use, so ``import stepwall`` is cheap.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ _API = {
     "floor_time": "stepwall.core.laws",
     "law": "stepwall.core.laws",
     "option": "stepwall.core.options",
+    "GpuPricing": "stepwall.core.roofline",
     "op_terms": "stepwall.core.roofline",
     "roof": "stepwall.core.roofline",
     "Scenario": "stepwall.core.scenario",
@@ -85,6 +86,7 @@ __all__ = [
     "DimensionError",
     "Engine",
     "Format",
+    "GpuPricing",
     "KindSpec",
     "Layout",
     "Metric",
@@ -124,7 +126,7 @@ if TYPE_CHECKING:
     from stepwall.core.fields import KindSpec, choice, flag, quantity
     from stepwall.core.laws import floor_time, law
     from stepwall.core.options import option
-    from stepwall.core.roofline import op_terms, roof
+    from stepwall.core.roofline import GpuPricing, op_terms, roof
     from stepwall.core.scenario import Scenario
     from stepwall.core.terms import (
         Collective,

@@ -67,5 +67,5 @@ def run(argv: Sequence[str]) -> int | None:
     if fmt == "json":
         write_json(doc, sys.stdout)
     else:
-        print(render_breakdown(doc))
+        print(render_breakdown(doc, numeric.metric_info))
     return 0

@@ -49,7 +49,10 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
     elif not violations and not ns.no_cache and registry.is_default:
         point_cache.remember(ns.scenario, ns.sets, scenario, numeric)
     if ns.format in (None, "text"):
-        print(render_breakdown(doc) + (ranges.render(doc) if scenario.ranges else ""))
+        print(
+            render_breakdown(doc, numeric.metric_info)
+            + (ranges.render(doc) if scenario.ranges else "")
+        )
     elif ns.format == "json":
         emit(registry, "json", doc)
     else:

@@ -1,8 +1,9 @@
 """How a GPU turns per-step work (`Op`s) into time: the API of kind ``gpu`` and of hardware
 kinds that extend it (``KindSpec(..., extends=("hardware", "gpu"))``).
 
-Per op, two terms, as the op's kind declares (`stepwall.core.terms.OpKind`: which hardware
-fields give its bandwidth efficiency and kernel floor, what its compute ramp is in):
+Per op, two terms, as the op's kind declares (`stepwall.core.terms.OpKind`: what its compute
+ramp is in) and as kind gpu prices that kind (`GpuPricing`: which hardware fields give its
+bandwidth efficiency and kernel floor):
 
 - the roofline at the op's own roof, t = max(B / (B_HBM·η_kind), F·(1 + n½/M) / (F_p·η_p)):
   bytes at the bandwidth its kind achieves (weight-streaming GEMMs, grouped expert GEMMs,
@@ -26,12 +27,45 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import sympy as sp
 
 from stepwall.core.errors import PluginError, SpecError
 from stepwall.core.laws import floor_time, roofline_rows
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import OP_KINDS, Engine, Op, OpKind, Term
+
+
+@attrs.frozen
+class GpuPricing:
+    """How kind gpu prices a kind of op (`stepwall.core.terms.OpKind`, its ``pricing["gpu"]``):
+    ``efficiency``, the hardware field giving the fraction of HBM bandwidth its kernels stream
+    at (where the GPU leaves it unstated: ``hbm_efficiency``); ``floor``, the hardware field
+    giving one kernel's floor ("": the GEMM floor of its precision's roof)."""
+
+    efficiency: str = "hbm_efficiency"
+    floor: str = ""
+
+
+GPU_PRICING = {
+    "gemm": GpuPricing(),
+    "grouped_gemm": GpuPricing("moe_efficiency", "moe_floor"),
+    "attention": GpuPricing("attention_efficiency", "attention_floor"),
+    "elementwise": GpuPricing(floor="kernel_floor"),
+}  # the built-in op kinds' (`stepwall.core.terms.OP_KINDS`)
+
+
+def pricing(kind: OpKind, plugin: str) -> GpuPricing:
+    """How kind gpu prices ``kind``: as its declaration's ``pricing["gpu"]`` says, a built-in
+    kind as `GPU_PRICING` says, else as a weight-streaming GEMM."""
+    given = kind.pricing.get("gpu")
+    if given is None:
+        return GPU_PRICING.get(kind.name, GpuPricing())
+    if not isinstance(given, GpuPricing):
+        raise PluginError(f"plugin {kind.plugin or plugin}: op kind {kind.name!r} is priced "
+                          f"on kind gpu by a GpuPricing, not {type(given).__name__}")  # fmt: skip
+    return given
+
 
 FALLBACK = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "fp8", "bf16"),
             "bf16": ("bf16",)}  # fmt: skip
@@ -72,7 +106,8 @@ def op_terms(
         raise PluginError(f"plugin {plugin}: op {op.name!r} is of kind {op.kind!r}, which "
                           "op_terms was not given (pass the op_kinds of "
                           "stepwall_compute_terms)")  # fmt: skip
-    eff_field, floor_field = kind.efficiency, kind.floor
+    priced = pricing(kind, plugin)
+    eff_field, floor_field = priced.efficiency, priced.floor
     stated = getattr(scenario.hardware, eff_field) is not None  # else: as weight streaming
     efficiency = getattr(hw, eff_field) if stated else hw.hbm_efficiency
     if engine.memory_efficiency is not None:  # the engine's own measured streaming rate

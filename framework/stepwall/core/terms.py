@@ -107,24 +107,21 @@ RAMPS = ("rows", "expert_rows", "context")  # what an op kind's compute ramp is 
 
 @attrs.frozen
 class OpKind:
-    """A kind of per-GPU work (`Op.kind`) and how a GPU of kind ``gpu`` prices it
-    (`stepwall.core.roofline.op_terms`); the built-in ones are `OP_KINDS`, plugins add
+    """A kind of per-GPU work (`Op.kind`); the built-in ones are `OP_KINDS`, plugins add
     their own (``stepwall_op_kinds``).
 
-    ``efficiency``: the hardware field giving the fraction of HBM bandwidth its kernels
-    stream at (where the GPU leaves it unstated: ``hbm_efficiency``); ``floor``: the hardware
-    field giving one kernel's floor ("": the GEMM floor of its precision's roof); ``ramp``:
-    what its compute ramp is in, ``rows`` through a GEMM (the roof's ``half_rows``),
-    ``expert_rows`` (the roof's ``moe_half_rows`` where stated) or ``context``, the KV tokens
-    each query reads (``attention_half_context``, uncapped); ``serial``: one sequence streams
-    at most at ``attention_user_bandwidth`` where the GPU states it."""
+    ``ramp``: what its compute ramp is in, ``rows`` through a GEMM, ``expert_rows`` (the
+    routed experts' rows, where the hardware ramps them on their own) or ``context``, the KV
+    tokens each query reads; ``serial``: one sequence's stream may be capped at a rate of its
+    own. How a hardware kind prices it (which of its fields) is that kind's to say:
+    ``pricing``, by hardware kind, what that kind takes (kind gpu: a
+    `stepwall.core.roofline.GpuPricing`, the built-in kinds' in its ``GPU_PRICING``)."""
 
     name: str
     meaning: str
-    efficiency: str = "hbm_efficiency"
-    floor: str = ""
     ramp: str = attrs.field(default="rows", validator=attrs.validators.in_(RAMPS))
     serial: bool = False
+    pricing: Mapping[str, Any] = attrs.field(factory=dict)
     plugin: str = ""
 
 
@@ -132,12 +129,10 @@ OP_KINDS = {
     k.name: k
     for k in (
         OpKind("gemm", "a weight-streaming GEMM"),
-        OpKind("grouped_gemm", "the grouped GEMMs of the routed experts", "moe_efficiency",
-               "moe_floor", "expert_rows"),
-        OpKind("attention", "decode or prefill attention over the KV cache",
-               "attention_efficiency", "attention_floor", "context", serial=True),
-        OpKind("elementwise", "small elementwise kernels (norms, RoPE, activations)",
-               floor="kernel_floor"),
+        OpKind("grouped_gemm", "the grouped GEMMs of the routed experts", "expert_rows"),
+        OpKind("attention", "decode or prefill attention over the KV cache", "context",
+               serial=True),
+        OpKind("elementwise", "small elementwise kernels (norms, RoPE, activations)"),
     )
 }  # fmt: skip
 

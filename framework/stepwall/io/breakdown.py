@@ -2,17 +2,62 @@
 
 from __future__ import annotations
 
+import string
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stepwall.core.terminal import visible
 from stepwall.core.units import TIME, format_quantity
+from stepwall.numeric.compiled import MetricInfo
 
 
-def render_breakdown(s: dict[str, Any]) -> str:
-    """The breakdown table (term, plugin, time, share) and the metrics, as text.
+class _Line(string.Formatter):
+    """A metric's line template (`stepwall.plugin.entries.Metric.line`) filled from eval's
+    JSON: dotted field names reach into its objects; the specs ``time``, ``SPEC/DIVISOR``
+    and ``YES|NO`` beside Python's own."""
 
-    Stays whole: the lines in the order eval prints them, each optional metric one `if`.
-    """
+    def get_field(self, field_name: str, args: Any, kwargs: Any) -> tuple[Any, str]:
+        return _at(kwargs, field_name), field_name
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == "time":
+            return format_quantity(value, TIME)
+        if "|" in format_spec:
+            yes, no = format_spec.split("|")
+            return yes if value else no
+        if "/" in format_spec:
+            spec, divisor = format_spec.split("/")
+            return format(value / float(divisor), spec)
+        return format(value, format_spec)
+
+
+def _at(s: Mapping[str, Any], key: str) -> Any:
+    """The value at ``key`` of eval's JSON, one dot reaching into an object."""
+    obj, _, key = key.rpartition(".")
+    return (s[obj] if obj else s)[key]
+
+
+def metric_lines(s: Mapping[str, Any], metrics: Sequence[MetricInfo]) -> list[str]:
+    """Each metric's line in declaration order: its template where it has one and its value
+    is known; for one listed under ``plugin_metrics``, its label, value, unit and plugin."""
+    listed = {m["name"]: m for m in s.get("plugin_metrics", [])}
+    lines = []
+    for m in metrics:
+        if m.line and _at(s, m.key) is not None:
+            lines.append(_Line().vformat(m.line, (), s))
+        elif not m.key:  # declared by a plugin (stepwall_metrics)
+            e = listed[m.name]
+            value = "unknown" if e["value"] is None else f"{e['value']:.4g}"
+            unit = f" {e['unit']}" if e["unit"] else ""
+            lines.append(
+                f"{visible(e['label']):<21} {value}{unit}   (plugin {visible(e['plugin'])})"
+            )
+    return lines
+
+
+def render_breakdown(s: dict[str, Any], metrics: Sequence[MetricInfo]) -> str:
+    """The breakdown table (term, plugin, time, share), then the metrics' lines
+    (`metric_lines`), as text."""
     t = s["step_time_s"]
     rows = [("term", "group", "plugin", "time", "share")]
     zero = [term for term in s["terms"] if term["seconds"] == 0]
@@ -37,32 +82,12 @@ def render_breakdown(s: dict[str, Any]) -> str:
         )
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
-    mem = s["memory"]
     lines += [
         "",
         "by group              "
         + ", ".join(f"{g} {format_quantity(v, TIME)}" for g, v in s["groups"].items()),
-        f"step time             {format_quantity(t, TIME)}",
-        f"tokens/s per user     {s['tokens_per_s_per_user']:.1f}",
-        f"tokens/s              {s['tokens_per_s']:.1f}",
-        f"tokens/s per GPU      {s['tokens_per_s_per_gpu']:.1f}   ({s['gpus']} GPUs)",
-        f"time to first token   {format_quantity(s['ttft_s'], TIME)}   (one prompt alone; "
-        f"prefill {s['prefill_tokens_per_s_per_gpu']:.0f} tokens/s per GPU)",
-        f"memory per GPU        {mem['bytes_per_gpu'] / 1e9:.1f} GB of "
-        f"{mem['capacity_per_gpu'] / 1e9:.1f} GB usable: "
-        f"{'fits' if mem['fits'] else 'DOES NOT FIT'}",
     ]
-    # energy and cost: shown only where the specs state board power, PUE or price
-    if s.get("joules_per_token") is not None:
-        lines.append(f"energy per token      {s['joules_per_token']:.3g} J   (GPU board power)")
-    if s.get("tokens_per_s_per_mw") is not None:
-        lines.append(f"tokens/s per MW       {s['tokens_per_s_per_mw']:.4g}   (board power × PUE)")
-    if s.get("usd_per_million_tokens") is not None:
-        lines.append(f"USD per 1M tokens     {s['usd_per_million_tokens']:.3g}")
-    for m in s.get("plugin_metrics", []):  # declared by plugins (stepwall_metrics)
-        value = "unknown" if m["value"] is None else f"{m['value']:.4g}"
-        unit = f" {m['unit']}" if m["unit"] else ""
-        lines.append(f"{visible(m['label']):<21} {value}{unit}   (plugin {visible(m['plugin'])})")
+    lines += metric_lines(s, metrics)
     if zero:
         names = visible(", ".join(term["name"] for term in zero))
         lines.append(f"zero here ({len(zero)})       {names}")

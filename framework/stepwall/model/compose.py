@@ -243,11 +243,9 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
         tuple(OpInfo(op.name, op.group, op.plugin) for op in model.workload.ops),
         tuple(ConstraintInfo(c.name, c.plugin, c.message, c.keys) for c in model.constraints),
         model.structural_keys,
-        names,
-        frozenset(m.name for m in model.declared_metrics if m.optional),
-        tuple(
-            MetricInfo(m.name, m.plugin, m.label, m.unit)
-            for m in model.declared_metrics[len(BUILTIN_METRICS) :]
+        tuple(  # each declaration's fields that eval shows
+            MetricInfo(*(getattr(m, f.name) for f in attrs.fields(MetricInfo)))
+            for m in model.declared_metrics
         ),
         imports,
         scalar_source,

@@ -26,6 +26,7 @@ from stepwall.core.units import (
     POWER,
     TIME,
 )
+from stepwall.numeric.compiled import EVAL_KEYS
 from stepwall.plugin.entries import Metric
 from stepwall.plugin.registry import Registry
 
@@ -44,47 +45,67 @@ __all__ = [
 
 _TOKEN_RATE = FREQUENCY  # tokens are counts: tokens/s is a rate
 
+# eval's text lines (`Metric.line`): the label padded to 22 columns, then the values
 BUILTIN_METRICS: tuple[Metric, ...] = (
     Metric("step_time_s", TIME, "s", "step time",
-           "one decode step (every term, overlapped ones once)", minimize=True),
+           "one decode step (every term, overlapped ones once)", minimize=True,
+           key="step_time_s", place=1, line="step time             {step_time_s:time}"),
     Metric("tokens_per_s_per_user", _TOKEN_RATE, "tokens/s", "tokens/s per user",
-           "accepted tokens per step / step time"),
+           "accepted tokens per step / step time", key="tokens_per_s_per_user", place=2,
+           line="tokens/s per user     {tokens_per_s_per_user:.1f}"),
     Metric("tokens_per_s", _TOKEN_RATE, "tokens/s", "tokens/s (all users)",
-           "every replica's users together"),
+           "every replica's users together", key="tokens_per_s", place=3,
+           line="tokens/s              {tokens_per_s:.1f}"),
     Metric("tokens_per_s_per_gpu", _TOKEN_RATE, "tokens/s", "tokens/s per GPU",
-           "one replica's users over its GPUs"),
+           "one replica's users over its GPUs", key="tokens_per_s_per_gpu", place=4,
+           line="tokens/s per GPU      {tokens_per_s_per_gpu:.1f}   ({gpus} GPUs)"),
     Metric("ttft_s", TIME, "s", "time to first token",
-           "one prompt's prefill alone (the model's prefill step)", minimize=True),
+           "one prompt's prefill alone (the model's prefill step)", minimize=True,
+           key="ttft_s", place=5,
+           line="time to first token   {ttft_s:time}   (one prompt alone; "
+                "prefill {prefill_tokens_per_s_per_gpu:.0f} tokens/s per GPU)"),
     Metric("request_s", TIME, "s", "request time",
-           "time to first token plus the output tokens' decode steps", minimize=True),
+           "time to first token plus the output tokens' decode steps", minimize=True,
+           key="request_s", place=7),
     Metric("prefill_tokens_per_s_per_gpu", _TOKEN_RATE, "tokens/s", "prefill tokens/s per GPU",
-           "prompt tokens per second per GPU in the prefill step"),
+           "prompt tokens per second per GPU in the prefill step",
+           key="prefill_tokens_per_s_per_gpu", place=6),
     Metric("pd_prefill_gpus", DIMENSIONLESS, "", "prefill GPUs (P/D)",
            "GPUs a separate prefill pool needs to feed this decode pool's requests "
-           "(disaggregated prefill/decode)", minimize=True, objective=False),
+           "(disaggregated prefill/decode)", minimize=True, objective=False,
+           key="pd_prefill_gpus", place=8),
     Metric("pd_tokens_per_s_per_gpu", _TOKEN_RATE, "tokens/s", "tokens/s per GPU (P/D)",
            "output tokens/s over decode and prefill GPUs together "
-           "(disaggregated prefill/decode)"),
+           "(disaggregated prefill/decode)", key="pd_tokens_per_s_per_gpu", place=9),
     Metric("gpus", DIMENSIONLESS, "", "GPUs", "every replica's GPUs", minimize=True,
-           diagnostic=True, objective=False),
+           diagnostic=True, objective=False, key="gpus", place=10, whole=True),
     Metric("memory_bytes_per_gpu", INFORMATION, "B", "memory per GPU",
            "weights and KV cache resident on each GPU", minimize=True, diagnostic=True,
-           objective=False, page_help=False),
+           objective=False, page_help=False, key="memory.bytes_per_gpu", place=21,
+           line="memory per GPU        {memory.bytes_per_gpu:.1f/1e9} GB of "
+                "{memory.capacity_per_gpu:.1f/1e9} GB usable: {memory.fits:fits|DOES NOT FIT}"),
     Metric("memory_capacity_per_gpu", INFORMATION, "B", "usable memory per GPU",
            "the device's memory × the engine's memory fraction", diagnostic=True,
-           objective=False, page_help=False),
+           objective=False, page_help=False, key="memory.capacity_per_gpu", place=22,
+           bounds=("memory.fits", "memory_bytes_per_gpu")),
     Metric("weight_bytes_per_gpu", INFORMATION, "B", "weights per GPU",
            "the model weights each GPU holds", minimize=True, diagnostic=True,
-           objective=False, page_help=False),
+           objective=False, page_help=False, key="memory.weight_bytes_per_gpu", place=23),
     Metric("kv_bytes_per_gpu", INFORMATION, "B", "KV cache per GPU",
            "the KV cache each GPU holds", minimize=True, diagnostic=True, objective=False,
-           page_help=False),
+           page_help=False, key="memory.kv_bytes_per_gpu", place=24),
     Metric("joules_per_token", ENERGY, "J", "energy per token",
-           "board power / tokens/s per GPU", minimize=True, optional=True),
+           "board power / tokens/s per GPU", minimize=True, optional=True,
+           key="joules_per_token", place=11,
+           line="energy per token      {joules_per_token:.3g} J   (GPU board power)"),
     Metric("tokens_per_s_per_mw", _TOKEN_RATE / POWER, "tokens/s", "tokens/s per MW",
-           "tokens/s per GPU / (board power × PUE), per megawatt", optional=True),
+           "tokens/s per GPU / (board power × PUE), per megawatt", optional=True,
+           key="tokens_per_s_per_mw", place=12,
+           line="tokens/s per MW       {tokens_per_s_per_mw:.4g}   (board power × PUE)"),
     Metric("usd_per_million_tokens", CURRENCY, "USD", "USD per 1M tokens",
-           "GPU-hour price / tokens per GPU-hour, per million", minimize=True, optional=True),
+           "GPU-hour price / tokens per GPU-hour, per million", minimize=True, optional=True,
+           key="usd_per_million_tokens", place=13,
+           line="USD per 1M tokens     {usd_per_million_tokens:.3g}"),
 )  # fmt: skip
 
 METRICS = tuple(m.name for m in BUILTIN_METRICS)
@@ -97,14 +118,28 @@ DIAGNOSTIC_METRICS = frozenset(m.name for m in BUILTIN_METRICS if m.diagnostic)
 
 def declared(registry: Registry) -> tuple[Metric, ...]:
     """The built-in metrics, then those the registry's plugins declare; a plugin's metric
-    needs an ``expr`` and may not take a built-in's name."""
+    needs an ``expr`` and may not take a built-in's name, nor a key in eval's JSON that
+    another metric or eval itself has."""
     extra = tuple(registry.metrics.values())
+    taken = set(EVAL_KEYS) | {k for m in BUILTIN_METRICS for k in _keys(m)}
     for m in extra:
         if m.name in METRIC_UNITS:
             raise PluginError(f"plugin {m.plugin}: metric {m.name!r} is a built-in metric")
         if m.expr is None:
             raise PluginError(f"plugin {m.plugin}: metric {m.name!r} has no expr")
+        keys = _keys(m)
+        if taken.intersection(keys):
+            raise PluginError(f"plugin {m.plugin}: metric {m.name!r}: eval's JSON has a key "
+                              f"{sorted(taken.intersection(keys))[0]!r} already")  # fmt: skip
+        taken.update(keys)
     return (*BUILTIN_METRICS, *extra)
+
+
+def _keys(m: Metric) -> tuple[str, ...]:
+    """The keys ``m`` takes in eval's JSON (`stepwall.numeric.compiled.summary_of`) and the
+    objects its dotted ones are in."""
+    keys = [k for k in (m.key, m.bounds[0] if m.bounds else "") if k]
+    return (*keys, *(k.partition(".")[0] for k in keys if "." in k))
 
 
 def check_dimensions(exprs: Mapping[str, sp.Expr], declared: tuple[Metric, ...]) -> None:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from stepwall.core.scenario import Scenario
     from stepwall.plugin.registry import Registry
 
-FORMAT = 7  # the layout of a cache entry; bump when it changes
+FORMAT = 8  # the layout of a cache entry; bump when it changes
 
 
 @attrs.frozen
@@ -65,12 +65,26 @@ class OpInfo:
 
 @attrs.frozen
 class MetricInfo:
-    """A metric a plugin declared (``stepwall_metrics``), as eval shows it."""
+    """A metric as eval shows it: its declaration's (`stepwall.plugin.entries.Metric`)
+    label, unit and layout in eval's JSON and text, as plain data."""
 
     name: str
     plugin: str
     label: str
     unit: str
+    key: str
+    place: int
+    whole: bool
+    optional: bool
+    bounds: tuple[str, str] | None
+    line: str
+
+
+# eval's own keys (`summary_of`), which no metric's key may take
+EVAL_KEYS = frozenset(
+    ("scenario", "overrides", "feasible", "violations", "plugin_metrics", "groups",
+     "parameters", "ops", "terms")
+)  # fmt: skip
 
 
 @attrs.frozen
@@ -94,9 +108,18 @@ class CompiledModel:
     ops: tuple[OpInfo, ...]
     constraints: tuple[ConstraintInfo, ...]
     structural_keys: frozenset[str]
-    metrics: tuple[str, ...]  # the metrics' names, in output order (`stepwall.model.metrics`)
-    optional_metrics: frozenset[str]  # those that may be unknown (NaN) on a feasible point
-    plugin_metrics: tuple[MetricInfo, ...]  # those of `metrics` that plugins declared
+    metric_info: tuple[MetricInfo, ...]  # the metrics, in output order (`stepwall.model.metrics`)
+    # their names, and those that may be unknown (NaN) on a feasible point
+    metrics: tuple[str, ...] = attrs.field(
+        init=False, default=attrs.Factory(lambda self: tuple(m.name for m in self.metric_info),
+                                          takes_self=True)
+    )  # fmt: skip
+    optional_metrics: frozenset[str] = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: frozenset(m.name for m in self.metric_info if m.optional), takes_self=True
+        ),
+    )
     imports: tuple[tuple[str, str], ...] = ()  # (module, name) the source needs beyond numpy's
     scalar_source: str = ""  # the same outputs for one point, in plain Python (no numpy)
     scalar_imports: tuple[tuple[str, str], ...] = ()
@@ -104,6 +127,11 @@ class CompiledModel:
     # marshalled code objects of the sources ("numpy", "math"), kept in the disk cache so a
     # fresh process does not compile the source again (only for this Python's bytecode)
     _code: dict[str, bytes] = attrs.field(factory=dict, eq=False, repr=False)
+
+    @property
+    def plugin_metrics(self) -> tuple[MetricInfo, ...]:
+        """The metrics plugins declared (``stepwall_metrics``), after the built-in ones."""
+        return tuple(m for m in self.metric_info if m.plugin)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without its functions (made again from the source on first use)."""
@@ -203,9 +231,7 @@ class CompiledModel:
             "ops": [attrs.astuple(o) for o in self.ops],
             "constraints": [[c.name, c.plugin, c.message, list(c.keys)] for c in self.constraints],
             "structural_keys": sorted(self.structural_keys),
-            "metrics": list(self.metrics),
-            "optional_metrics": sorted(self.optional_metrics),
-            "plugin_metrics": [attrs.astuple(m) for m in self.plugin_metrics],
+            "metric_info": [attrs.astuple(m) for m in self.metric_info],
             "imports": [list(i) for i in self.imports],
             "scalar_source": self.scalar_source,
             "scalar_imports": [list(i) for i in self.scalar_imports],
@@ -229,9 +255,10 @@ class CompiledModel:
             tuple(OpInfo(*o) for o in doc["ops"]),
             tuple(ConstraintInfo(n, p, m, tuple(k)) for n, p, m, k in doc["constraints"]),
             frozenset(doc["structural_keys"]),
-            tuple(doc["metrics"]),
-            frozenset(doc["optional_metrics"]),
-            tuple(MetricInfo(*m) for m in doc["plugin_metrics"]),
+            tuple(
+                MetricInfo(*m[:-2], *[tuple(m[-2]) if m[-2] else None, m[-1]])
+                for m in doc["metric_info"]
+            ),
             tuple((m, n) for m, n in doc["imports"]),
             doc["scalar_source"],
             tuple((m, n) for m, n in doc["scalar_imports"]),
@@ -517,38 +544,33 @@ def summary_of(
     violations: Sequence[Mapping[str, Any]],
     ev: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """`summary` from `scenario_info` and an evaluation. The metrics plugins declared follow
-    the built-in ones, as ``plugin_metrics`` (absent where there are none)."""
-    used, cap = float(ev["memory_bytes_per_gpu"]), float(ev["memory_capacity_per_gpu"])
-    extra = [
-        {"name": m.name, "plugin": m.plugin, "label": m.label, "unit": m.unit,
-         "value": _known(ev[m.name])}
-        for m in numeric.plugin_metrics
-    ]  # fmt: skip
+    """`summary` from `scenario_info` and an evaluation: the metrics where their
+    declarations place them (`MetricInfo`), those without a key as ``plugin_metrics``
+    (absent where there are none), then the objects of dotted keys."""
+    plain: dict[str, Any] = {}
+    objects: dict[str, dict[str, Any]] = {}
+    listed = []
+    for m in sorted(numeric.metric_info, key=lambda m: m.place):
+        x = ev[m.name]
+        if not m.key:
+            listed.append({"name": m.name, "plugin": m.plugin, "label": m.label,
+                           "unit": m.unit, "value": _known(x)})  # fmt: skip
+            continue
+        obj, _, key = m.key.rpartition(".")
+        at = objects.setdefault(obj, {}) if obj else plain
+        at[key] = _known(x) if m.optional else round(float(x)) if m.whole else float(x)
+        if m.bounds:
+            obj, _, key = m.bounds[0].rpartition(".")
+            within = float(ev[m.bounds[1]]) <= float(x)
+            (objects.setdefault(obj, {}) if obj else plain)[key] = within
     return {
         "scenario": info["scenario"],
         "overrides": list(info["overrides"]),
         "feasible": not violations and _all(ev["feasible"]),
         "violations": list(violations),
-        "step_time_s": float(ev["step_time_s"]),
-        "tokens_per_s_per_user": float(ev["tokens_per_s_per_user"]),
-        "tokens_per_s": float(ev["tokens_per_s"]),
-        "tokens_per_s_per_gpu": float(ev["tokens_per_s_per_gpu"]),
-        "ttft_s": float(ev["ttft_s"]),
-        "prefill_tokens_per_s_per_gpu": float(ev["prefill_tokens_per_s_per_gpu"]),
-        "request_s": float(ev["request_s"]),
-        "pd_prefill_gpus": float(ev["pd_prefill_gpus"]),
-        "pd_tokens_per_s_per_gpu": float(ev["pd_tokens_per_s_per_gpu"]),
-        "gpus": round(float(ev["gpus"])),
-        **{m: _known(ev[m]) for m in sorted(numeric.optional_metrics - {e["name"] for e in extra})},
-        **({"plugin_metrics": extra} if extra else {}),
-        "memory": {
-            "bytes_per_gpu": used,
-            "capacity_per_gpu": cap,
-            "fits": used <= cap,
-            "weight_bytes_per_gpu": float(ev["weight_bytes_per_gpu"]),
-            "kv_bytes_per_gpu": float(ev["kv_bytes_per_gpu"]),
-        },
+        **plain,
+        **({"plugin_metrics": listed} if listed else {}),
+        **objects,
         "groups": group_times(numeric, ev),
         "parameters": list(info["parameters"]),
         "ops": [

@@ -59,7 +59,20 @@ class Metric:
 
     ``expr(scenario, metrics)``, for a plugin's metric, is its expression in the model's
     parameters, from the built-in metrics' expressions (by name), or None where the scenario
-    does not give it; its dimension must be ``dim``."""
+    does not give it; its dimension must be ``dim``.
+
+    Where ``stepwall eval`` shows it (`stepwall.numeric.compiled.summary_of`,
+    `stepwall.io.breakdown`): ``key``, its key in eval's JSON, with one dot for a key of an
+    object ("memory.bytes_per_gpu"; objects follow the plain keys and ``plugin_metrics``);
+    ``place``, its place among those keys (lower first, then in declaration order);
+    ``whole``: a count, given as a whole number; ``bounds``, ``(key, metric)``: eval's JSON
+    says at ``key``, right after this one, whether ``metric`` is at most this one; ``line``,
+    its line in eval's text (none where ""), a `str.format` template of eval's JSON keys
+    (dotted) whose format specs also take ``time`` (a duration with its unit),
+    ``SPEC/DIVISOR`` (the value divided) and ``YES|NO`` (a truth), left out where the
+    metric is unknown. A metric without a ``key`` (a plugin's, unless it gives one) is
+    listed under ``plugin_metrics`` with its label, unit and plugin, and its line says
+    those."""
 
     name: str
     dim: Dim
@@ -72,6 +85,11 @@ class Metric:
     objective: bool = True
     page_help: bool = True
     expr: Callable[[Any, Mapping[str, Any]], Any] | None = None
+    key: str = ""
+    place: int = 0
+    whole: bool = False
+    bounds: tuple[str, str] | None = None
+    line: str = ""
     plugin: str = ""
 
 

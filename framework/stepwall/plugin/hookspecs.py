@@ -176,8 +176,9 @@ def stepwall_metrics() -> list[Metric]:
 @hookspec
 def stepwall_op_kinds() -> list[OpKind]:
     """Declare kinds of per-GPU work beside the built-in ones (`stepwall.core.terms.OP_KINDS`):
-    each a `stepwall.core.terms.OpKind` with its name, meaning and how a GPU prices it (the
-    hardware fields of its bandwidth efficiency and kernel floor, its compute ramp). An `Op`
+    each a `stepwall.core.terms.OpKind` with its name, meaning, compute ramp and how hardware
+    kinds price it (kind gpu: a `stepwall.core.roofline.GpuPricing`, the hardware fields of
+    its bandwidth efficiency and kernel floor). An `Op`
     of the model's work may then name it as its ``kind``. Called once when the registry is
     built; a built-in kind's name is refused. Not firstresult."""
 
