@@ -267,7 +267,7 @@ def check_key(model: StepModel, sym: sp.Symbol, where: str = "derive") -> None:
 def is_users(model: StepModel, sym: sp.Symbol) -> bool:
     """Whether ``sym`` is the users per replica (the workload's ``users`` requirement: its
     ``concurrency`` for the built-in kinds)."""
-    return sym.name == model.provides.get("users")
+    return bool(sym.name == model.provides.get("users"))
 
 
 def key_range(model: StepModel, sym: sp.Symbol) -> tuple[float, float]:
