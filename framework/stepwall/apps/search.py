@@ -238,8 +238,7 @@ class Variant:
 
     @property
     def searched(self) -> tuple[str, ...]:
-        """The keys the layouts and the batch set: the degrees, the nodes, the users."""
-        return (*self.layouts.degrees, self.provides["nodes"], self.provides["users"])
+        return _searched(tuple(self.layouts.degrees), self.provides)
 
     def columns(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """The searched keys' values (SI) at local point indices ``idx``."""
@@ -407,6 +406,12 @@ def _check_request(
             raise SpecError("--vary", k, "also given with --set", "a key either set or varied")
 
 
+def _searched(degrees: tuple[str, ...], provides: Mapping[str, str]) -> tuple[str, ...]:
+    """The keys a search sets at each point: the layout's ``degrees``, the cluster's nodes and
+    the workload's users (by the paths that provide those requirements)."""
+    return (*degrees, provides["nodes"], provides["users"])
+
+
 def _check_searched(
     sets: Sequence[str], vary: Sequence[tuple[str, Any]], searched: Sequence[str]
 ) -> None:
@@ -477,7 +482,7 @@ def plan_search(
             sc = _load_variant(ref, registry, probe, model, opt, engine, kind, vary, set_keys)
             lay = _layouts(registry, sc)
             provides = registry.paths(sc)
-            searched = (*lay.keys, provides["nodes"], provides["users"])
+            searched = _searched(lay.keys, provides)
             _check_searched(sets, vary, searched)
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]

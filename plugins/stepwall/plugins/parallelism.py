@@ -4,7 +4,8 @@ Within a replica of tp·ep GPUs, attention heads and each expert's intermediate 
 split over the ``tp`` ranks (two all-reduces per layer); the expert set is spread over ``ep``
 ranks (dispatch and combine all-to-all per MoE layer) and attention runs data-parallel over
 them (each of the ``ep`` groups serves ⌈C/ep⌉ users). ``dp`` independent replicas multiply
-aggregate throughput. TP-8 is tp=8; "EP-72 with DP attention" is ep=72.
+aggregate throughput. TP-8 is tp=8; "EP-72 with DP attention" is ep=72. A search tries every
+tp·ep·dp = N with tp within one scale-up domain (``stepwall_layouts``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from stepwall.plugin.entries import Layouts, LayoutTable
 from stepwall.plugin.hookspecs import hookimpl
 
 PLUGIN = "parallelism"
+DEGREES = ("parallel.tp", "parallel.ep", "parallel.dp")  # what a search sets per layout
 
 
 def _degree(doc: str, latex: str) -> Any:
@@ -120,9 +122,6 @@ def layout_table(gpus: Sequence[int], domain: int) -> LayoutTable:
     arr = np.array(rows, dtype=float).reshape(-1, 4)
     degrees = {k: arr[:, i + 1].copy() for i, k in enumerate(DEGREES)}
     return LayoutTable(arr[:, 0].copy(), degrees, degrees["parallel.ep"])
-
-
-DEGREES = ("parallel.tp", "parallel.ep", "parallel.dp")
 
 
 @hookimpl
