@@ -108,3 +108,18 @@ def test_a_kind_without_layouts_is_not_searched() -> None:
     code, out, err = kit.cli(*SEARCH, "--gpus", "8", "--set", "parallel.kind=tp-only")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "search:parallel: kind 'tp-only' lists no layouts to search" in err
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (("--set", "parallel.tp=abc"), "search:--set: parallel.tp is searched "),
+        (("--set", "workload.concurrency=abc"), "search:--set: workload.concurrency is searched "),
+        (("--vary", "parallel.ep=a,b"), "search:--vary: parallel.ep is searched already "),
+        (("--set", "hardware.hbm_bandwidth=abc"), "--set:hardware.hbm_bandwidth: cannot read"),
+    ],
+)
+def test_a_searched_key_is_refused_whatever_its_value(given: tuple[str, str], says: str) -> None:
+    code, out, err = PluginKit().cli(*SEARCH, "--gpus", "8", *given)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"stepwall: error: {says}"), err

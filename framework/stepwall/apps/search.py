@@ -412,13 +412,14 @@ def _searched(degrees: tuple[str, ...], provides: Mapping[str, str]) -> tuple[st
     return (*degrees, provides["nodes"], provides["users"])
 
 
-def _check_searched(
+def _searched_error(
     sets: Sequence[str], vary: Sequence[tuple[str, Any]], searched: Sequence[str]
-) -> None:
-    """Refuse a --set or --vary of a key the search sets itself (a layout's, the users)."""
+) -> SpecError | None:
+    """The refusal of a --set or --vary of a key the search sets itself (`_searched`); None
+    when there is none."""
     for k, _ in vary:
         if k in searched:
-            raise SpecError(
+            return SpecError(
                 "search",
                 "--vary",
                 f"{k} is searched already",
@@ -427,7 +428,8 @@ def _check_searched(
     for s in sets:
         k = s.partition("=")[0].strip()
         if k in searched:
-            raise SpecError("search", "--set", f"{k} is searched", "--gpus and --batch")
+            return SpecError("search", "--set", f"{k} is searched", "--gpus and --batch")
+    return None
 
 
 def plan_search(
@@ -454,7 +456,6 @@ def plan_search(
     spec = spec or Spec()
     _check_request(hardware, clusters, gpus, workload, isl, osl, decoding, sets, vary, batch, spec,
                    registry)  # fmt: skip
-    set_keys = {s.partition("=")[0].strip() for s in sets}
     cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
     labels = [
         h if hardware.count(h) == 1 else f"{h}/{c}" for h, c in zip(hardware, cl_list, strict=True)
@@ -479,11 +480,8 @@ def plan_search(
             # a varied key needs a value to load the scenario: its first (the axis sets each)
             firsts = [f"{k}={_first(v)}" for k, v in vary if not _skip(k, kind)]
             probe = [*own, *mine, *firsts, *([f"{users}=1"] if users else [])]
-            sc = _load_variant(ref, registry, probe, model, opt, engine, kind, vary, set_keys)
-            lay = _layouts(registry, sc)
-            provides = registry.paths(sc)
-            searched = _searched(lay.keys, provides)
-            _check_searched(sets, vary, searched)
+            sc = _load_variant(ref, registry, probe, model, opt, engine, kind, vary, sets)
+            lay, provides, searched = _space(registry, sc, sets, vary)
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
             values = {s.name: float(v) for s, v in sc.values.items()}
@@ -509,6 +507,19 @@ def plan_search(
     return Plan(
         model, options, tuple(variants), spec, engine, workload, tuple(dict.fromkeys(warnings))
     )
+
+
+def _space(
+    registry: Registry, sc: Scenario, sets: Sequence[str], vary: Sequence[tuple[str, Any]]
+) -> tuple[Layouts, dict[str, str], tuple[str, ...]]:
+    """The scenario's layouts (`_layouts`), the paths that provide its requirements and the
+    keys the search sets (`_searched`), once no --set or --vary names one of those."""
+    lay, provides = _layouts(registry, sc), registry.paths(sc)
+    searched = _searched(lay.keys, provides)
+    refused = _searched_error(sets, vary, searched)
+    if refused is not None:
+        raise refused
+    return lay, provides, searched
 
 
 def _layouts(registry: Registry, sc: Scenario) -> Layouts:
@@ -583,13 +594,20 @@ def _load_variant(
     engine: str,
     kind: str,
     vary: Sequence[tuple[str, Any]],
-    set_keys: set[str],
+    sets: Sequence[str],
 ) -> Scenario:
     """A variant's scenario, loaded with its first values; an error is blamed on the search
-    flag that gave the value (--vary, --decoding, MODEL, --hardware, --cluster, --engine)."""
+    flag that gave the value (--vary, --decoding, MODEL, --hardware, --cluster, --engine), or
+    on the key being one the search sets (`_searched_error`, whatever its value)."""
+    set_keys = {_key(s) for s in sets}
     try:
         return load_scenario(ref, registry.kinds, probe)
     except SpecError as e:  # a varied key's first value, or a decoding kind
+        given = e.where == "--set" and (e.key in set_keys or any(e.key == k for k, _ in vary))
+        if given:
+            refused = _searched_error(sets, vary, _searched_without(ref, registry, probe, e.key))
+            if refused is not None:
+                raise refused from None
         if e.where == "--set" and any(e.key == k for k, _ in vary):
             raise SpecError("--vary", e.key, e.problem, e.expected) from None
         if e.where == "--set" and e.key == "decoding.kind" and e.key not in set_keys:
@@ -601,6 +619,21 @@ def _load_variant(
             flag, ref_given = named[e.key]
             raise SpecError(flag, ref_given, e.problem, e.expected) from None
         raise
+
+
+def _searched_without(ref: str, registry: Any, probe: Sequence[str], key: str) -> tuple[str, ...]:
+    """The keys a search sets (`_searched`) in the scenario loaded with 1 for ``key`` (whose
+    given value did not load); none when it does not load even so."""
+    try:
+        sc = load_scenario(ref, registry.kinds, [*(a for a in probe if _key(a) != key), f"{key}=1"])
+        return _searched(_layouts(registry, sc).keys, registry.paths(sc))
+    except SpecError:
+        return ()
+
+
+def _key(assignment: str) -> str:
+    """The key of a ``KEY=VALUE`` assignment."""
+    return assignment.partition("=")[0].strip()
 
 
 def _foreign(assignment: str, kind: str) -> bool:
