@@ -165,13 +165,22 @@ def test_the_core_reads_a_cluster_kinds_own_fields() -> None:
     assert "--set cluster.hourly=" in str(caught.value)
 
 
-def test_search_sizes_a_cluster_by_its_kinds_own_field() -> None:
+def test_search_sizes_a_cluster_by_its_kinds_own_field(tmp_path: Path) -> None:
+    text = (ROOT / "specs/clusters/hgx-b300-ib.toml").read_text()
+    assert text.count("\nnodes = 9\n") == 1
+    for machines in (1, 9):
+        more = f'\nkind = "cluster-more"\nmachines = {machines}\nnodes = 9\n'
+        (tmp_path / f"more{machines}.toml").write_text(text.replace("\nnodes = 9\n", more))
     kit = PluginKit()(MoreCluster())
-    common = ("search", "kimi-k2.6-int4", "--hardware", "b300", "--cluster", "hgx-b300-ib",
-              "--set", "cluster.kind=cluster-more", "--batch", "1", "--json", "-q")  # fmt: skip
-    one = kit.cli(*common, "--set", "cluster.machines=1")  # 8 GPUs, not the 9 nodes' 72
-    given = kit.cli(*common, "--set", "cluster.machines=9", "--gpus", "8")
+    common = ("search", "kimi-k2.6-int4", "--hardware", "b300", "--batch", "1", "--json", "-q")
+    one = kit.cli(*common, "--cluster", str(tmp_path / "more1.toml"))  # 8 GPUs, not 9 nodes' 72
+    given = kit.cli(*common, "--cluster", str(tmp_path / "more9.toml"), "--gpus", "8")
     assert one[0] == given[0] == 0, (one[2], given[2])
     doc, want = json.loads(one[1]), json.loads(given[1])
     assert {p["gpus"] for p in doc["frontier"]} == {8}
     assert doc["evaluated"] == want["evaluated"] > 0
+    # the search sets the kind's own field for each layout (so --set may not)
+    assert all("--set cluster.machines=1 " in p["command"] for p in doc["frontier"])
+    code, _, err = kit.cli(*common, "--cluster", str(tmp_path / "more1.toml"),
+                           "--set", "cluster.machines=2")  # fmt: skip
+    assert code == 2 and "search:--set: cluster.machines is searched" in err

@@ -12,10 +12,11 @@ The supported API (docs/api.md); everything else under ``stepwall.*`` is interna
 
 Plugins use `hookimpl`, the spec fields (`KindSpec`, `quantity`, `choice`, `flag`), what the
 hooks return (`Term`, `Op`, `Collective`, `Constraint`, `Decoding`, `Layout`, `Engine`, `Step`,
-`Workload`; `law`, `laws`, `units`, `roof`, `op_terms`, `GpuPricing`, `floor_time`) and the
-entry types (`Analysis`, `Format`, `BlockKind`, `Command`, `Metric`, `Derivation`, `option`);
-plugin tests use the kit in `stepwall.testing` (a pytest plugin: the ``stepwall_plugin``
-fixture). Names load on first use, so ``import stepwall`` is cheap.
+`Workload`, `Layouts`, `LayoutTable`; `law`, `laws`, `units`, `roof`, `op_terms`,
+`GpuPricing`, `floor_time`) and the entry types (`Analysis`, `Format`, `BlockKind`, `Command`,
+`Metric`, `Derivation`, `option`); plugin tests use the kit in `stepwall.testing` (a pytest
+plugin: the ``stepwall_plugin`` fixture). Names load on first use, so ``import stepwall`` is
+cheap.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ _API = {
     "BlockKind": "stepwall.plugin.entries",
     "Command": "stepwall.plugin.entries",
     "Format": "stepwall.plugin.entries",
+    "LayoutTable": "stepwall.plugin.entries",
+    "Layouts": "stepwall.plugin.entries",
     "Metric": "stepwall.plugin.entries",
     "hookimpl": "stepwall.plugin.hookspecs",
     "Registry": "stepwall.plugin.registry",
@@ -89,6 +92,8 @@ __all__ = [
     "GpuPricing",
     "KindSpec",
     "Layout",
+    "LayoutTable",
+    "Layouts",
     "Metric",
     "Op",
     "OpKind",
@@ -142,7 +147,15 @@ if TYPE_CHECKING:
     )
     from stepwall.model.compose import StepModel, build_model
     from stepwall.model.compose import scenario_of as load_scenario
-    from stepwall.plugin.entries import Analysis, BlockKind, Command, Format, Metric
+    from stepwall.plugin.entries import (
+        Analysis,
+        BlockKind,
+        Command,
+        Format,
+        Layouts,
+        LayoutTable,
+        Metric,
+    )
     from stepwall.plugin.hookspecs import hookimpl
     from stepwall.plugin.registry import Registry
     from stepwall.plugin.registry import build as build_registry

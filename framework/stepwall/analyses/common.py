@@ -264,16 +264,22 @@ def check_key(model: StepModel, sym: sp.Symbol, where: str = "derive") -> None:
         )
 
 
+def is_users(model: StepModel, sym: sp.Symbol) -> bool:
+    """Whether ``sym`` is the users per replica (the workload's ``users`` requirement: its
+    ``concurrency`` for the built-in kinds)."""
+    return bool(sym.name == model.provides.get("users"))
+
+
 def key_range(model: StepModel, sym: sp.Symbol) -> tuple[float, float]:
     """The range a derivation scans before constraints cut it: [1, 4·cluster GPUs] for
-    parallel degrees, [1, 4096] users for concurrency, [1, 16·x] for other counts, [x/16, 16·x]
-    otherwise."""
+    parallel degrees, [1, 4096] for the users per replica, [1, 16·x] for other counts,
+    [x/16, 16·x] otherwise."""
     x0 = float(model.values[sym])
     if sym.name.startswith("parallel.") and is_integer_key(model, sym):
         nodes, per_node = (model.provides.get(r, "") for r in ("nodes", "gpus_per_node"))
         gpus = value(model, nodes) * value(model, per_node)
         return 1.0, float(max(4 * gpus, 16 * x0))
-    if sym.name == "workload.concurrency":
+    if is_users(model, sym):
         return 1.0, max(4096.0, 16 * x0)
     if is_integer_key(model, sym):
         return 1.0, max(16 * x0, 16.0)

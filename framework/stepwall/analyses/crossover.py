@@ -16,6 +16,7 @@ from stepwall.analyses.common import (
     degree,
     feasible_region,
     is_integer_key,
+    is_users,
     key_range,
     lambdify1,
     metric_expr,
@@ -39,9 +40,9 @@ if TYPE_CHECKING:
 def shared_axis(
     model: StepModel, sym: sp.Symbol, expr: sp.Expr, x: sp.Symbol
 ) -> tuple[sp.Expr, str]:
-    """The metric as a function of the shared axis x: for concurrency, x is the total users
-    over all DP replicas (each replica serves x/dp)."""
-    if sym.name == "workload.concurrency":
+    """The metric as a function of the shared axis x: for the users per replica
+    (`is_users`), x is the total users over all DP replicas (each replica serves x/dp)."""
+    if is_users(model, sym):
         dp = degree(model, "dp")
         f = rebuild(model.substituted(relax(expr), [sym]), {sym: x / dp})
         return f, f"{model.scenario.label}: {dp:g} replica(s), each x/{dp:g} users"
@@ -55,8 +56,8 @@ def crossover(
     metric: str = "tokens_per_s_per_gpu",
     symbolic: bool = False,
 ) -> Derivation:
-    """Where the two scenarios' metrics are equal along KEY (for workload.concurrency: total
-    users across each scenario's DP replicas).
+    """Where the two scenarios' metrics are equal along KEY (for the users per replica,
+    `is_users`, such as workload.concurrency: total users across each scenario's DP replicas).
 
     Stays whole: one scan of the shared range finds the roots and the infeasible crossings, and
     which of the five answers it gives (no feasible range, infeasible crossings only, equal
@@ -72,7 +73,7 @@ def crossover(
     lo2, hi2 = key_range(other, sym)
     lo, hi = max(lo1, lo2), min(hi1, hi2)
     scale1 = scale2 = 1.0
-    if sym.name == "workload.concurrency":
+    if is_users(model, sym):
         lo, hi = 1.0, max(hi1, hi2)
         scale1, scale2 = degree(model, "dp"), degree(other, "dp")
     r1 = feasible_region(model, sym, lo / scale1, hi / scale1)
@@ -202,7 +203,7 @@ def along(
     the other scenario's parameters symbols of their own."""
     vals = dict(model.values)
     relaxed = relax(expr)
-    if sym.name == "workload.concurrency":
+    if is_users(model, sym):
         dp = sp.sympify(model.layout.dp)
         vals[sym] = r / degree(model, "dp")
         f = rebuild(resolve_branches(relaxed, vals), {sym: sym / dp})

@@ -370,7 +370,7 @@
   function keyRange(path, x0) {
     // stepwall.analyses.common.key_range (whole-number keys)
     if (path.startsWith("parallel.")) return [1, Math.max(4 * clusterGpus(cur), 16 * x0)];
-    if (path === "workload.concurrency") return [1, Math.max(4096, 16 * x0)];
+    if (path === D.users_key) return [1, Math.max(4096, 16 * x0)];
     return [1, Math.max(16 * x0, 16)];
   }
   function wall(path, p0, eps) {

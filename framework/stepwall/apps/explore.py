@@ -407,7 +407,8 @@ def display_unit(value: float, dim: Dim) -> tuple[str, int]:
 
 def slider_range(model: StepModel, path: str, value: float, integer: bool) -> tuple[float, float]:
     """The range `stepwall derive` scans for a key (``key_range``): [1, 4·cluster GPUs] for a
-    parallel degree, [1, 4096] users, [1, 16·x] for other counts, [x/16, 16·x] otherwise."""
+    parallel degree, [1, 4096] for the users per replica, [1, 16·x] for other counts,
+    [x/16, 16·x] otherwise."""
     by = {s.name: float(v) for s, v in model.values.items()}
     if value == 0:
         return 0.0, 16.0 if integer else 1.0
@@ -415,7 +416,7 @@ def slider_range(model: StepModel, path: str, value: float, integer: bool) -> tu
         nodes, per_node = (model.provides.get(r, "") for r in ("nodes", "gpus_per_node"))
         gpus = by.get(nodes, 1.0) * by.get(per_node, 1.0)
         return 1.0, float(max(4 * gpus, 16 * value))
-    if path == "workload.concurrency":
+    if path == model.provides.get("users"):
         return 1.0, max(4096.0, 16 * value)
     if integer:
         return 1.0, max(16 * value, 16.0)
@@ -424,13 +425,15 @@ def slider_range(model: StepModel, path: str, value: float, integer: bool) -> tu
 
 def default_free(model: StepModel, top: int = TOP,
                  elastic: Sequence[tuple[str, float]] | None = None) -> list[str]:  # fmt: skip
-    """The layout degrees (whole-number ``parallel.*`` keys), ``workload.concurrency``, then
-    the ``top`` parameters with the largest |elasticity| of step time; structural keys and
-    constants are left out (`controllable`)."""
+    """The layout degrees (whole-number ``parallel.*`` keys), the users per replica (the
+    workload's ``users``: ``workload.concurrency``), then the ``top`` parameters with the
+    largest |elasticity| of step time; structural keys and constants are left out
+    (`controllable`)."""
     candidates = controllable(model)
     out = sorted(p for p in candidates if p.startswith("parallel.") and _is_integer(model, p))
-    if "workload.concurrency" in candidates:
-        out.append("workload.concurrency")
+    users = model.provides.get("users")
+    if users in candidates:
+        out.append(users)
     ranked = elasticities(model) if elastic is None else elastic
     extra = [p for p, _ in ranked if p in candidates and p not in out][:top]
     return out + extra
@@ -678,8 +681,9 @@ def explorer_html(
     except Unsupported as e:
         wall = {"unsupported": str(e)}
     control_paths = [c.path for c in controls]
-    key = chart_key or next((p for p in ("parallel.tp", "parallel.ep") if p in control_paths),
-                            control_paths[0])  # fmt: skip
+    # by default the layout's TP degree, else its EP degree (the keys its kind gives them)
+    degrees = [d.name for d in (model.layout.tp, model.layout.ep) if isinstance(d, sp.Symbol)]
+    key = chart_key or next((p for p in degrees if p in control_paths), control_paths[0])
     if key not in control_paths:
         raise SpecError("explore", "--chart", f"{key} is not among the controls",
                         ", ".join(control_paths))  # fmt: skip
@@ -713,6 +717,7 @@ def explorer_html(
         "hint_limit": HINT_LIMIT,
         # the keys that give the cluster's nodes and GPUs per node (its kind's fields)
         "cluster_keys": [model.provides.get(r, "") for r in ("nodes", "gpus_per_node")],
+        "users_key": model.provides.get("users", ""),  # the workload's users per replica
         "controls": page_controls,
         "chart": {"key": key, "metric": "step_time_s"},
         "wall": wall,

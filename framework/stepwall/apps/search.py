@@ -6,12 +6,13 @@ each decoding kind, the model is compiled once (`stepwall.model.compose.compile_
 disk cache when its shape was compiled before): one *variant*. Each variant's space is the
 product of
 
-- layouts: for each deployment size N (``--gpus``), every tp dividing N within one scale-up
-  domain, every ep dividing N/tp, and dp = N/(tp·ep) replicas (the cluster grows to N GPUs
-  when it has fewer: ``cluster.nodes``);
-- the batch per attention rank b (``--batch``): a replica serves C = b·ep users
-  (``workload.concurrency``), so wide-EP layouts are searched at the same per-rank batches
-  as TP layouts;
+- layouts: for each deployment size N (``--gpus``), those the scenario's parallel kind lists
+  (``stepwall_layouts``; the built-in one: every tp dividing N within one scale-up domain,
+  every ep dividing N/tp, and dp = N/(tp·ep) replicas), the cluster grown to N GPUs when it
+  has fewer (its ``nodes`` requirement);
+- the batch per attention rank b (``--batch``): a replica of a layout with r attention ranks
+  serves b·r users (the workload's ``users`` requirement; the built-in layouts: r = ep), so
+  wide-EP layouts are searched at the same per-rank batches as TP layouts;
 - any other numeric axes (``--vary KEY=VALUES``).
 
 None of these keys decides the model's shape (a key that does, a *structural* key, splits the
@@ -71,8 +72,9 @@ from stepwall.model.metrics import (
 )
 from stepwall.numeric.compiled import CompiledModel, keep_freed_memory
 from stepwall.plugin import registry as registries
-from stepwall.plugin.entries import Metric
+from stepwall.plugin.entries import Layouts, LayoutTable, Metric
 from stepwall.plugin.registry import Registry
+from stepwall.plugin.requirements import path as requirement_path
 from stepwall.spec.loader import INLINE
 from stepwall.spec.validation import load_scenario
 
@@ -103,7 +105,6 @@ DEFAULT_BATCH = (
     2048,
 )
 AIC_CONFIGS_PER_S = 150.0  # aiconfigurator's own search rate (~900 configurations in ~6 s)
-LAYOUT_KEYS = ("parallel.tp", "parallel.ep", "parallel.dp", "cluster.nodes", "workload.concurrency")
 
 
 # ---------------------------------------------------------------- conditions
@@ -220,7 +221,8 @@ class Variant:
     sets: tuple[str, ...]  # --set assignments before the searched keys
     numeric: CompiledModel
     values: Mapping[str, float]  # the scenario's SI values
-    layouts: Mapping[str, np.ndarray]  # gpus, tp, ep, dp, nodes (one row per layout)
+    layouts: LayoutTable  # the parallel kind's layouts (one row each)
+    nodes: np.ndarray  # the nodes the cluster needs for each layout (at least as many as it has)
     batch: np.ndarray  # users per attention rank
     axes: tuple[tuple[str, tuple[Any, ...], np.ndarray], ...]  # (key, given, SI) of --vary
     ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)  # ranged spec values
@@ -228,15 +230,31 @@ class Variant:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return (len(self.layouts["tp"]), len(self.batch), *(len(a[2]) for a in self.axes))
+        return (len(self.layouts.gpus), len(self.batch), *(len(a[2]) for a in self.axes))
 
     @property
     def size(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def searched(self) -> tuple[str, ...]:
+        return _searched(tuple(self.layouts.degrees), self.provides)
+
     def columns(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """The searched keys' values (SI) at local point indices ``idx``."""
-        return _columns({"layouts": self.layouts, "batch": self.batch, "axes": self.axes}, idx)
+        return _columns(self._grid_data(), idx)
+
+    def _grid_data(self) -> dict[str, Any]:
+        """What `_values` reads: each layout's keys (the degrees, then the nodes), its
+        attention ranks, the users key, the batch and the --vary axes."""
+        layouts = {**self.layouts.degrees, self.provides["nodes"]: self.nodes}
+        return {
+            "layouts": {k: np.asarray(v) for k, v in layouts.items()},
+            "ranks": np.asarray(self.layouts.ranks),
+            "users": self.provides["users"],
+            "batch": np.asarray(self.batch),
+            "axes": [(k, list(g), np.asarray(s)) for k, g, s in self.axes],
+        }
 
     def payload(self) -> dict[str, Any]:
         """What a worker needs to evaluate chunks (plain data: picklable, no functions)."""
@@ -244,9 +262,7 @@ class Variant:
             "key": f"{self.ref}|{self.sets}|{zlib.crc32(self.numeric.source.encode()):08x}",
             "model": self.numeric.to_json(),
             "values": dict(self.values),
-            "layouts": {k: np.asarray(v) for k, v in self.layouts.items()},
-            "batch": np.asarray(self.batch),
-            "axes": [(k, list(g), np.asarray(s)) for k, g, s in self.axes],
+            **self._grid_data(),
         }
 
 
@@ -293,31 +309,6 @@ class Plan:
             out.append(at)
             at += v.size
         return out
-
-
-def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
-
-
-def layout_count(gpus: Sequence[int], domain: int) -> int:
-    """How many layouts `layouts_for` makes, counted without making them."""
-    return sum(len(divisors(n // tp)) for n in gpus for tp in divisors(n) if tp <= domain)
-
-
-def layouts_for(gpus: Sequence[int], domain: int, nodes: int, per_node: int) -> dict[str, Any]:
-    """Every (N, tp, ep, dp) with tp·ep·dp = N and tp within one scale-up domain, and the
-    nodes the cluster needs for N GPUs (at least as many as it has)."""
-    rows = []
-    for n in gpus:
-        need = max(nodes, -(-n // per_node))
-        for tp in divisors(n):
-            if tp > domain:
-                continue
-            for ep in divisors(n // tp):
-                rows.append((n, tp, ep, n // (tp * ep), need))
-    arr = np.array(rows, dtype=float).reshape(-1, 5)
-    return {k: arr[:, i].copy() for i, k in enumerate(("gpus", "tp", "ep", "dp", "nodes"))}
 
 
 def _inline(model: str, hardware: str, cluster: str, engine: str) -> str:
@@ -411,19 +402,34 @@ def _check_request(
     for i, (k, _) in enumerate(vary):
         if any(k == j for j, _ in vary[:i]):  # as in sweep: the first would be dropped
             raise SpecError("--vary", k, "varied twice", "each key once")
-        if k in LAYOUT_KEYS:
-            raise SpecError(
+        if k in set_keys:
+            raise SpecError("--vary", k, "also given with --set", "a key either set or varied")
+
+
+def _searched(degrees: tuple[str, ...], provides: Mapping[str, str]) -> tuple[str, ...]:
+    """The keys a search sets at each point: the layout's ``degrees``, the cluster's nodes and
+    the workload's users (by the paths that provide those requirements)."""
+    return (*degrees, provides["nodes"], provides["users"])
+
+
+def _searched_error(
+    sets: Sequence[str], vary: Sequence[tuple[str, Any]], searched: Sequence[str]
+) -> SpecError | None:
+    """The refusal of a --set or --vary of a key the search sets itself (`_searched`); None
+    when there is none."""
+    for k, _ in vary:
+        if k in searched:
+            return SpecError(
                 "search",
                 "--vary",
                 f"{k} is searched already",
                 "--gpus and --batch shape the layouts",
             )
-        if k in set_keys:
-            raise SpecError("--vary", k, "also given with --set", "a key either set or varied")
     for s in sets:
         k = s.partition("=")[0].strip()
-        if k in LAYOUT_KEYS:
-            raise SpecError("search", "--set", f"{k} is searched", "--gpus and --batch")
+        if k in searched:
+            return SpecError("search", "--set", f"{k} is searched", "--gpus and --batch")
+    return None
 
 
 def plan_search(
@@ -450,7 +456,6 @@ def plan_search(
     spec = spec or Spec()
     _check_request(hardware, clusters, gpus, workload, isl, osl, decoding, sets, vary, batch, spec,
                    registry)  # fmt: skip
-    set_keys = {s.partition("=")[0].strip() for s in sets}
     cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
     labels = [
         h if hardware.count(h) == 1 else f"{h}/{c}" for h, c in zip(hardware, cl_list, strict=True)
@@ -463,6 +468,7 @@ def plan_search(
     ]
     if workload == "decode":
         base.append(f"workload.context={_short(isl + osl / 2)}")
+    users = requirement_path(registry.kinds, {"workload": workload}, "users")
     variants: list[Variant] = []
     warnings: list[str] = []
     total = 0  # points of the variants so far (structural ones included)
@@ -473,21 +479,21 @@ def plan_search(
             mine = [s for s in sets if not _foreign(s, kind)]
             # a varied key needs a value to load the scenario: its first (the axis sets each)
             firsts = [f"{k}={_first(v)}" for k, v in vary if not _skip(k, kind)]
-            probe = [*own, *mine, *firsts, "workload.concurrency=1"]
-            sc = _load_variant(ref, registry, probe, model, opt, engine, kind, vary, set_keys)
+            probe = [*own, *mine, *firsts, *([f"{users}=1"] if users else [])]
+            sc = _load_variant(ref, registry, probe, model, opt, engine, kind, vary, sets)
+            lay, provides, searched = _space(registry, sc, sets, vary)
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
             values = {s.name: float(v) for s, v in sc.values.items()}
-            provides = registry.paths(sc)
             domain, nodes, per_node = (int(values[provides[r]]) for r in
                                        ("scale_up_domain", "nodes", "gpus_per_node"))  # fmt: skip
             sizes = list(gpus) or [nodes * per_node]
             rest = len(set(batch)) * math.prod(len(a.si) for a in axes)
-            total += layout_count(sizes, domain) * rest
+            total += lay.count(sizes, domain) * rest
             check_points(total, "search", "narrow --batch, --gpus or --vary")
-            layouts = layouts_for(sizes, domain, nodes, per_node)
+            layouts = lay.table(sizes, domain)
             numeric = compile_scenario(sc, registry, cache=cache)
-            bad = [k for k in LAYOUT_KEYS if k in numeric.structural_keys]
+            bad = [k for k in searched if k in numeric.structural_keys]
             if bad:
                 raise SpecError(
                     "search",
@@ -503,6 +509,30 @@ def plan_search(
     )
 
 
+def _space(
+    registry: Registry, sc: Scenario, sets: Sequence[str], vary: Sequence[tuple[str, Any]]
+) -> tuple[Layouts, dict[str, str], tuple[str, ...]]:
+    """The scenario's layouts (`_layouts`), the paths that provide its requirements and the
+    keys the search sets (`_searched`), once no --set or --vary names one of those."""
+    lay, provides = _layouts(registry, sc), registry.paths(sc)
+    searched = _searched(lay.keys, provides)
+    refused = _searched_error(sets, vary, searched)
+    if refused is not None:
+        raise refused
+    return lay, provides, searched
+
+
+def _layouts(registry: Registry, sc: Scenario) -> Layouts:
+    """How the scenario's parallel kind lays deployments out (``stepwall_layouts``)."""
+    found: Layouts | None = registry.call_owner("stepwall_layouts", sc)
+    if found is None:
+        kind = sc.kinds.get("parallel", "")
+        raise SpecError("search", "parallel", f"kind {kind!r} lists no layouts to search (plugin "
+                        f"{registry.owner('parallel', kind)} implements no stepwall_layouts)",
+                        "a parallel kind whose plugin does")  # fmt: skip
+    return found
+
+
 def _pinned_variants(
     opt: Option,
     kind: str,
@@ -513,7 +543,7 @@ def _pinned_variants(
     sc: Scenario,
     numeric: CompiledModel,
     values: dict[str, float],
-    layouts: dict[str, Any],
+    layouts: LayoutTable,
     batch: Sequence[float],
     axes: Sequence[Any],
     cache: bool,
@@ -536,17 +566,20 @@ def _pinned_variants(
             vals = {s.name: float(v) for s, v in sc2.values.items()}
         variants.append(
             Variant(
-                opt,
-                kind,
-                ref,
-                (*sets, *pinned),
-                num,
-                vals,
-                layouts,
-                np.asarray(sorted(set(batch)), dtype=float),
-                tuple((a.key, a.given, a.si) for a in free),
-                dict(getattr(sc, "ranges", {}) or {}),
-                dict(provides),
+                option=opt,
+                decoding=kind,
+                ref=ref,
+                sets=(*sets, *pinned),
+                numeric=num,
+                values=vals,
+                layouts=layouts,
+                nodes=np.maximum(
+                    vals[provides["nodes"]], np.ceil(layouts.gpus / vals[provides["gpus_per_node"]])
+                ),
+                batch=np.asarray(sorted(set(batch)), dtype=float),
+                axes=tuple((a.key, a.given, a.si) for a in free),
+                ranges=dict(getattr(sc, "ranges", {}) or {}),
+                provides=dict(provides),
             )
         )
     return variants
@@ -561,13 +594,20 @@ def _load_variant(
     engine: str,
     kind: str,
     vary: Sequence[tuple[str, Any]],
-    set_keys: set[str],
+    sets: Sequence[str],
 ) -> Scenario:
     """A variant's scenario, loaded with its first values; an error is blamed on the search
-    flag that gave the value (--vary, --decoding, MODEL, --hardware, --cluster, --engine)."""
+    flag that gave the value (--vary, --decoding, MODEL, --hardware, --cluster, --engine), or
+    on the key being one the search sets (`_searched_error`, whatever its value)."""
+    set_keys = {_key(s) for s in sets}
     try:
         return load_scenario(ref, registry.kinds, probe)
     except SpecError as e:  # a varied key's first value, or a decoding kind
+        given = e.where == "--set" and (e.key in set_keys or any(e.key == k for k, _ in vary))
+        if given:
+            refused = _searched_error(sets, vary, _searched_without(ref, registry, probe, e.key))
+            if refused is not None:
+                raise refused from None
         if e.where == "--set" and any(e.key == k for k, _ in vary):
             raise SpecError("--vary", e.key, e.problem, e.expected) from None
         if e.where == "--set" and e.key == "decoding.kind" and e.key not in set_keys:
@@ -579,6 +619,21 @@ def _load_variant(
             flag, ref_given = named[e.key]
             raise SpecError(flag, ref_given, e.problem, e.expected) from None
         raise
+
+
+def _searched_without(ref: str, registry: Any, probe: Sequence[str], key: str) -> tuple[str, ...]:
+    """The keys a search sets (`_searched`) in the scenario loaded with 1 for ``key`` (whose
+    given value did not load); none when it does not load even so."""
+    try:
+        sc = load_scenario(ref, registry.kinds, [*(a for a in probe if _key(a) != key), f"{key}=1"])
+        return _searched(_layouts(registry, sc).keys, registry.paths(sc))
+    except SpecError:
+        return ()
+
+
+def _key(assignment: str) -> str:
+    """The key of a ``KEY=VALUE`` assignment."""
+    return assignment.partition("=")[0].strip()
 
 
 def _foreign(assignment: str, kind: str) -> bool:
@@ -635,8 +690,7 @@ def evaluate_points(
 
 def _columns(payload: Mapping[str, Any], idx: np.ndarray) -> dict[str, np.ndarray]:
     """The searched keys' values at flat point indices ``idx`` of a variant."""
-    lay, batch = payload["layouts"], payload["batch"]
-    shape = (len(lay["tp"]), len(batch), *(len(a[2]) for a in payload["axes"]))
+    shape = (len(payload["ranks"]), len(payload["batch"]), *(len(a[2]) for a in payload["axes"]))
     coords = np.unravel_index(idx, shape)
     return _values(payload, coords[0], coords[1:])
 
@@ -655,16 +709,10 @@ def _values(
     payload: Mapping[str, Any], layout: np.ndarray, rest: Sequence[np.ndarray]
 ) -> dict[str, np.ndarray]:
     """The searched keys' values at layout indices ``layout`` and indices ``rest`` into the
-    users per rank and each --vary axis (index arrays broadcast together)."""
-    lay, batch = payload["layouts"], payload["batch"]
-    ep = lay["ep"][layout]
-    out = {
-        "parallel.tp": lay["tp"][layout],
-        "parallel.ep": ep,
-        "parallel.dp": lay["dp"][layout],
-        "cluster.nodes": lay["nodes"][layout],
-        "workload.concurrency": batch[rest[0]] * ep,
-    }
+    users per rank and each --vary axis (index arrays broadcast together): each layout's
+    keys, then the users (users per rank × the layout's attention ranks)."""
+    out = {k: v[layout] for k, v in payload["layouts"].items()}
+    out[payload["users"]] = payload["batch"][rest[0]] * payload["ranks"][layout]
     for (key, _, si), c in zip(payload["axes"], rest[1:], strict=True):
         out[key] = si[c]
     return out
@@ -1018,6 +1066,7 @@ def points(plan: Plan, gids: Sequence[int]) -> list[dict[str, Any]]:
     for vi, items in by_variant.items():
         v = plan.variants[vi]
         idx = np.array([loc for _, loc in items], dtype=np.int64)
+        rows = np.unravel_index(idx, v.shape)[0]  # each point's layout
         cols = v.columns(idx)
         ev = evaluate_points(v.numeric, v.values, cols)
         n = idx.size
@@ -1032,7 +1081,7 @@ def points(plan: Plan, gids: Sequence[int]) -> list[dict[str, Any]]:
                 **metrics,
                 "feasible": bool(feas[j]),
                 "groups": {g: float(t[j]) for g, t in groups.items()},
-                "config": _config(plan, v, at),
+                "config": _config(plan, v, at, int(rows[j])),
                 "command": command(plan, v, at),
             }
     return out
@@ -1053,23 +1102,27 @@ def _groups(numeric: CompiledModel, ev: Mapping[str, Any], n: int) -> dict[str, 
     return out
 
 
-def _config(plan: Plan, v: Variant, at: Mapping[str, float]) -> dict[str, Any]:
-    tp, ep, dp = (int(at[f"parallel.{k}"]) for k in ("tp", "ep", "dp"))
-    c = int(at["workload.concurrency"])
+def _degree(key: str) -> str:
+    """A layout key's name in a configuration: its field (``"parallel.tp"`` -> ``"tp"``)."""
+    return key.rpartition(".")[2]
+
+
+def _config(plan: Plan, v: Variant, at: Mapping[str, float], row: int) -> dict[str, Any]:
+    """A point's configuration: its option, its layout (``row`` of the variant's) by degree,
+    the users per replica and per attention rank, the nodes, and its --vary values."""
+    c = int(at[v.provides["users"]])
     out: dict[str, Any] = {
         "hardware": v.option.hardware,
         "cluster": v.option.cluster,
         "engine": plan.engine or None,
         "decoding": v.decoding,
-        "gpus": tp * ep * dp,
-        "tp": tp,
-        "ep": ep,
-        "dp": dp,
+        "gpus": int(v.layouts.gpus[row]),
+        **{_degree(k): int(at[k]) for k in v.layouts.degrees},
         "concurrency": c,
-        "users_per_rank": c // ep,
-        "nodes": int(at["cluster.nodes"]),
+        "users_per_rank": c // int(v.layouts.ranks[row]),
+        "nodes": int(at[v.provides["nodes"]]),
     }
-    extra = {k: at[k] for k in at if k not in LAYOUT_KEYS}
+    extra = {k: at[k] for k in at if k not in v.searched}
     if extra:
         out["vary"] = extra
     return out
@@ -1242,8 +1295,15 @@ def document(result: Result) -> dict[str, Any]:
     }
 
 
-def _config_text(c: Mapping[str, Any]) -> str:
-    text = f"tp{c['tp']} ep{c['ep']} dp{c['dp']} C={c['concurrency']}"
+def _degrees(plan: Plan) -> tuple[str, ...]:
+    """The layout degrees' names (`_degree`) of every variant, in order."""
+    return tuple(dict.fromkeys(_degree(k) for v in plan.variants for k in v.layouts.degrees))
+
+
+def _config_text(c: Mapping[str, Any], degrees: Sequence[str]) -> str:
+    """A configuration in one line: ``tp8 ep1 dp1 C=64``, the decoding, the --vary values."""
+    layout = "".join(f"{d}{c[d]} " for d in degrees if d in c)
+    text = f"{layout}C={c['concurrency']}"
     if c["decoding"] != "autoregressive":
         text += f" {c['decoding']}"
     for k, v in c.get("vary", {}).items():
@@ -1269,6 +1329,7 @@ def text(result: Result) -> str:
     ]
     extra = [m for m in ("joules_per_token", "usd_per_million_tokens") if m not in (spec.x, spec.y)]
     head = (spec.x, spec.y, *extra, "config")
+    degrees = _degrees(plan)
     many = len(plan.options) > 1
     for opt in plan.options:
         pts = [p for p in result.frontier if p["option"] == opt.label]
@@ -1279,7 +1340,7 @@ def text(result: Result) -> str:
                 _num(p[spec.x]),
                 _num(p[spec.y]),
                 *(_num(p[m], 3) for m in extra),
-                _config_text(p["config"]) + (" *" if p["overall"] and many else ""),
+                _config_text(p["config"], degrees) + (" *" if p["overall"] and many else ""),
             )
             for p in pts
         ]
@@ -1307,7 +1368,7 @@ def text(result: Result) -> str:
                 continue
             lines.append(
                 f"  {o['option']}: {_num(p[entry['objective']])} "
-                f"({_config_text(p['config'])}; {spec.x} {_num(p[spec.x])})"
+                f"({_config_text(p['config'], degrees)}; {spec.x} {_num(p[spec.x])})"
             )
             lines.append(f"    bound by {o['binding']}")
             groups = ", ".join(f"{g} {1e3 * t:.3g} ms" for g, t in p["groups"].items() if t > 0)
@@ -1334,7 +1395,15 @@ def text(result: Result) -> str:
 def frontier_table(result: Result) -> Any:
     """The frontier as a `Table` (csv, md, parquet)."""
 
-    keys = ("option", "hardware", "cluster", "decoding", "gpus", "tp", "ep", "dp", "concurrency")
+    keys = (
+        "option",
+        "hardware",
+        "cluster",
+        "decoding",
+        "gpus",
+        *_degrees(result.plan),
+        "concurrency",
+    )
     cols = [Column(k, kind="text" if k in keys[:4] else "int") for k in keys]
     cols += [Column(m, METRIC_UNITS.get(m, "")) for m in METRICS]
     cols += [Column("overall", kind="bool"), Column("command", kind="text")]
@@ -1344,14 +1413,7 @@ def frontier_table(result: Result) -> Any:
         rows.append(
             [
                 p["option"],
-                c["hardware"],
-                c["cluster"],
-                c["decoding"],
-                c["gpus"],
-                c["tp"],
-                c["ep"],
-                c["dp"],
-                c["concurrency"],
+                *(c.get(k) for k in keys[1:]),
                 *(float("nan") if p[m] is None else p[m] for m in METRICS),
                 p["overall"],
                 p["command"],

@@ -224,8 +224,9 @@ def predict(
         overrides = {}
         filled = None
         if row.spec.fill_memory:
-            filled = largest_feasible(model, "workload.concurrency")
-            overrides["workload.concurrency"] = filled
+            users = model.provides["users"]  # the workload's users per replica
+            filled = largest_feasible(model, users)
+            overrides[users] = filled
         ev = model.evaluate(overrides)
         value = float(np.asarray(pick(model, ev, row.spec.metric), dtype=float))
         broken = model.violations(ev)

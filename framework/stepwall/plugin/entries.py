@@ -9,12 +9,15 @@ report, a table) belongs to the layers above and is typed ``Any`` here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
 from stepwall.core.options import structure_options
 from stepwall.core.units import Dim
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _many_text(results: Sequence[Any]) -> str:
@@ -152,3 +155,29 @@ class Command:
     setup: Callable[[Any, Any], None]
     run: Callable[[Any, Any], int]
     plugin: str = ""
+
+
+@attrs.frozen
+class LayoutTable:
+    """Layouts of deployments, one row each, every column a numpy array of one length: the
+    GPUs of the deployment (``gpus``), the value of each spec key the layout sets
+    (``degrees``, by path, in `Layouts.keys` order) and the attention ranks of a replica
+    (``ranks``: a replica serves users per rank × ranks users)."""
+
+    gpus: np.ndarray
+    degrees: Mapping[str, np.ndarray]
+    ranks: np.ndarray
+
+
+@attrs.frozen
+class Layouts:
+    """How a parallel kind lays deployments of N GPUs out for a search (``stepwall_layouts``):
+    ``keys`` the spec keys each layout sets (paths, such as ``"parallel.tp"``, in the order a
+    configuration shows them); ``table(gpus, domain)`` every layout of each size in ``gpus``
+    with scale-up groups (TP) of at most ``domain`` GPUs, as a `LayoutTable`; ``count(gpus,
+    domain)`` how many rows that table has, counted without making them (so that a search too
+    large is refused first)."""
+
+    keys: tuple[str, ...]
+    table: Callable[[Sequence[int], int], LayoutTable]
+    count: Callable[[Sequence[int], int], int]

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         Term,
         Workload,
     )
-    from stepwall.plugin.entries import Analysis, BlockKind, Command, Format, Metric
+    from stepwall.plugin.entries import Analysis, BlockKind, Command, Format, Layouts, Metric
 
 ENTRY_POINT_GROUP = "stepwall"  # installed plugins declare [project.entry-points.stepwall]
 DISABLE_ENV = "STEPWALL_DISABLE_PLUGIN_AUTOLOAD"  # set: installed plugins are not loaded
@@ -196,3 +196,14 @@ def stepwall_commands() -> list[Command]:
     `stepwall.plugin.entries.Command` with its arguments' setup and its run. Called once when
     the command line is built; a name that is a built-in command's is refused. Not
     firstresult."""
+
+
+@hookspec(firstresult=True)
+def stepwall_layouts(scenario: Scenario) -> Layouts | None:
+    """How a search lays deployments of N GPUs out (``stepwall search``): a `Layouts` naming
+    the spec keys each layout sets (the parallel degrees) and listing, for deployment sizes N
+    and a scale-up domain of D GPUs, every layout as numpy arrays (the degrees' values, N and
+    the attention ranks that users per rank multiply into users per replica). Called on the
+    owner of the scenario's ``parallel`` kind; a kind whose owner returns None is not
+    searched. The cluster's nodes and the workload's users are set by the search through
+    their requirements (``nodes``, ``users``), not by this hook."""

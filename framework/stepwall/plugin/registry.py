@@ -52,6 +52,7 @@ from stepwall.core.terms import (
     Workload,
 )
 from stepwall.plugin import hookspecs, requirements
+from stepwall.plugin.entries import Layouts
 from stepwall.plugin.hookspecs import DISABLE_ENV, DISABLED_ENV, ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ OWNED_HOOKS = {
     "stepwall_compute_terms": "hardware",
     "stepwall_collective_terms": "cluster.scale_up",
     "stepwall_device_memory": "hardware",
+    "stepwall_layouts": "parallel",
 }
 # name -> (hook that declares entries, what an entry is called in messages)
 ENTRY_HOOKS = {
@@ -433,6 +435,7 @@ def _returns() -> dict[str, tuple[type, bool]]:
         "stepwall_fixed_terms": (Term, True),
         "stepwall_constraints": (Constraint, True),
         "stepwall_device_memory": (sp.Expr, False),
+        "stepwall_layouts": (Layouts, False),
     }
 
 

@@ -1,6 +1,6 @@
 """What the composer and the core's metrics need from the spec's sections, by name rather than
-by a plugin's field: device memory, the cluster's size and scale-up domain, board power, PUE,
-price.
+by a plugin's field: device memory, the users per replica, the cluster's size and scale-up
+domain, board power, PUE, price.
 
 A kind states which of its fields provides a requirement in its declaration
 (``KindSpec(..., provides={"device_memory": "memory_capacity"})``); a kind that extends
@@ -35,6 +35,7 @@ REQUIREMENTS: dict[str, Requirement] = {
     "device_memory": Requirement(
         "hardware", "information", "device memory per GPU that weights and KV cache share"
     ),
+    "users": Requirement("workload", "dimensionless", "users served at once per replica"),
     "nodes": Requirement("cluster", "dimensionless", "nodes in the cluster"),
     "gpus_per_node": Requirement("cluster", "dimensionless", "GPUs per node"),
     "scale_up_domain": Requirement(

@@ -4,22 +4,28 @@ Within a replica of tp·ep GPUs, attention heads and each expert's intermediate 
 split over the ``tp`` ranks (two all-reduces per layer); the expert set is spread over ``ep``
 ranks (dispatch and combine all-to-all per MoE layer) and attention runs data-parallel over
 them (each of the ``ep`` groups serves ⌈C/ep⌉ users). ``dp`` independent replicas multiply
-aggregate throughput. TP-8 is tp=8; "EP-72 with DP attention" is ep=72.
+aggregate throughput. TP-8 is tp=8; "EP-72 with DP attention" is ep=72. A search tries every
+tp·ep·dp = N with tp within one scale-up domain (``stepwall_layouts``).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 import sympy as sp
 
 from stepwall.core.fields import FACTOR, KindSpec, flag, quantity
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Constraint, Decoding, Layout, Workload
+from stepwall.plugin.entries import Layouts, LayoutTable
 from stepwall.plugin.hookspecs import hookimpl
 
 PLUGIN = "parallelism"
+DEGREES = ("parallel.tp", "parallel.ep", "parallel.dp")  # what a search sets per layout
 
 
 def _degree(doc: str, latex: str) -> Any:
@@ -90,3 +96,34 @@ def stepwall_constraints(
             PLUGIN,
         )
     ]
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def layout_count(gpus: Sequence[int], domain: int) -> int:
+    """How many layouts `layout_table` makes, counted without making them."""
+    return sum(len(divisors(n // tp)) for n in gpus for tp in divisors(n) if tp <= domain)
+
+
+def layout_table(gpus: Sequence[int], domain: int) -> LayoutTable:
+    """Every (N, tp, ep, dp) with tp·ep·dp = N and tp within one scale-up domain; attention
+    runs data-parallel over the ep ranks."""
+    rows = []
+    for n in gpus:
+        for tp in divisors(n):
+            if tp > domain:
+                continue
+            for ep in divisors(n // tp):
+                rows.append((n, tp, ep, n // (tp * ep)))
+    arr = np.array(rows, dtype=float).reshape(-1, 4)
+    degrees = {k: arr[:, i + 1].copy() for i, k in enumerate(DEGREES)}
+    return LayoutTable(arr[:, 0].copy(), degrees, degrees["parallel.ep"])
+
+
+@hookimpl
+def stepwall_layouts(scenario: Scenario) -> Layouts:
+    return Layouts(DEGREES, layout_table, layout_count)

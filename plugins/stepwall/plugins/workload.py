@@ -98,17 +98,30 @@ class ClusterSpec:
     )
 
 
+USERS = {"users": "concurrency"}  # what each workload kind provides (a search sets it)
+
+
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     return [
-        KindSpec("workload", "decode", WorkloadSpec, "a decode pool: C users at context S", True),
+        KindSpec(
+            "workload",
+            "decode",
+            WorkloadSpec,
+            "a decode pool: C users at context S",
+            True,
+            provides=USERS,
+        ),
         KindSpec(
             "workload",
             "serving",
             Serving,
             "aggregated serving: in-flight batching with chunked prefill",
+            provides=USERS,
         ),
-        KindSpec("workload", "prefill", Prefill, "a prefill pool: C prompts per step"),
+        KindSpec(
+            "workload", "prefill", Prefill, "a prefill pool: C prompts per step", provides=USERS
+        ),
         KindSpec(
             "cluster",
             "cluster",
