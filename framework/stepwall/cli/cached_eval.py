@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from stepwall.core.errors import env_flag
 from stepwall.core.terminal import warn
 from stepwall.io.breakdown import render_breakdown
-from stepwall.io.formats import write_json
 from stepwall.numeric.compiled import CompiledModel, summary_of
+from stepwall.numeric.files import json_text
 from stepwall.numeric.point_cache import lookup
 
 
@@ -65,7 +65,8 @@ def run(argv: Sequence[str]) -> int | None:
         return None
     warn(entry.get("warnings", []))
     if fmt == "json":
-        write_json(doc, sys.stdout)
+        # the bytes the json format writes, without importing the formats
+        sys.stdout.write(json_text(doc, indent=2, finite=True) + "\n")
     else:
         print(render_breakdown(doc, numeric.metric_info))
     return 0
