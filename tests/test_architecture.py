@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import tomllib
 from types import ModuleType
 
 from conftest import ROOT
@@ -67,3 +68,15 @@ def test_long_or_branching_functions_say_why_they_stay_whole() -> None:
     silent = [f"{where} ({lines} lines, complexity {cc})"
               for where, lines, cc, says in sizes.over_limits() if not says]  # fmt: skip
     assert silent == []
+
+
+def test_every_package_is_in_the_distribution() -> None:
+    """pyproject lists packages explicitly (the folders map onto one package name): a
+    subpackage left out installs in editable mode but is missing from a wheel."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    found = set()
+    for base in (ROOT / "framework", ROOT / "plugins"):
+        for init in (base / "stepwall").rglob("__init__.py"):
+            found.add(".".join(init.parent.relative_to(base).parts))
+    assert found - listed == set()
