@@ -15,10 +15,17 @@ from stepwall.core.errors import PluginError, StepwallError
 from stepwall.core.roofline import GPU_PRICING, GpuPricing
 from stepwall.core.terms import OP_KINDS, Op, OpKind, Workload
 from stepwall.plugin.hookspecs import hookimpl
+from stepwall.spec.validation import load_scenario
 from stepwall.testing import evaluate, registry
 
-SCENARIO = "k26-b300-tp8-ddtree"  # on b300: kernel_floor 1.828 us, attention_floor 11.79 us
+SCENARIO = "k26-b300-tp8-ddtree"
 FLOORS = ["engine.floor_factor=1"]
+
+
+def _floor(field: str) -> float:
+    """The scenario's GPU's floor ``field`` in seconds, as its spec states it."""
+    sc = load_scenario(SCENARIO, registry().kinds)
+    return float(sc.values[sc.parameter(f"hardware.{field}")])
 
 
 class ExtraOps:
@@ -62,8 +69,8 @@ def test_a_plugin_op_kind_is_priced_as_declared() -> None:
     assert set(registry(plugin).op_kinds) == {*OP_KINDS, "conv", "scan"}
     terms = _terms(evaluate(SCENARIO, [plugin], FLOORS))
     # 3 kernels × the b300's floors (specs/hardware/b300.toml) × the engine's factor 1
-    assert terms["extra_conv.floor"] == pytest.approx(3 * 1.828e-6)
-    assert terms["extra_scan.floor"] == pytest.approx(3 * 11.79e-6)
+    assert terms["extra_conv.floor"] == pytest.approx(3 * _floor("kernel_floor"))
+    assert terms["extra_scan.floor"] == pytest.approx(3 * _floor("attention_floor"))
     # streamed at hbm_efficiency like the built-in elementwise kind, which has the same floor
     assert terms["extra_conv"] > 0
     assert terms["extra_conv"] == pytest.approx(terms["extra_elementwise"])
@@ -95,7 +102,8 @@ def test_a_plugin_kind_kind_gpu_has_no_pricing_for_is_priced_as_a_gemm() -> None
     assert terms["extra_conv"] > 0
     assert terms["extra_conv"] == pytest.approx(terms["extra_gemm"])
     assert terms["extra_conv.floor"] == pytest.approx(terms["extra_gemm.floor"])
-    assert terms["extra_conv.floor"] != pytest.approx(3 * 1.828e-6)  # not the small-kernel floor
+    small = 3 * _floor("kernel_floor")  # not the small-kernel floor
+    assert terms["extra_conv.floor"] != pytest.approx(small)
 
 
 def test_a_pricing_that_is_not_kind_gpus_is_refused_naming_the_kind() -> None:
