@@ -449,19 +449,31 @@ def exact(model: StepModel, metric: str, sym: sp.Symbol, x: Any) -> Any:
     return model.evaluate({sym: x})[metric]
 
 
-def no_answer(kind: str, model: StepModel, key: str, why: str) -> Derivation:
-    """A derivation with no answer, and why (e.g. no feasible value)."""
+def no_answer(
+    kind: str,
+    model: StepModel | None,
+    key: str,
+    why: str,
+    *,
+    definition: str | None = None,
+    closed_form: str = "none",
+    scenario: str | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> Derivation:
+    """A derivation with no answer, and why (e.g. no feasible value, no crossing): its
+    definition is ``why`` unless given, its scenario the model's unless given."""
     return Derivation(
         kind=kind,
         key=key,
         value=None,
         feasible_value=None,
-        closed_form="none",
+        closed_form=closed_form,
         latex="",
-        definition=why,
+        definition=why if definition is None else definition,
         method="numeric",
         note=why,
-        scenario=model.scenario.label,
+        scenario=scenario if scenario is not None else model.scenario.label if model else "",
+        details=dict(details or {}),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,6 +22,7 @@ from stepwall.analyses.common import (
     lambdify1,
     metric_expr,
     minimize_sense,
+    no_answer,
     parameter,
     relax,
     resolve_branches,
@@ -112,19 +114,22 @@ def crossover(
         "feasible_region": {n1: r1.describe(key), n2: r2.describe(key)},
         "infeasible_crossings": dropped,
     }
+    # no crossing, and why (the first model's name as the scenario)
+    nothing = partial(no_answer, "crossover", None, key, definition=definition, scenario=n1,
+                      details=details)  # fmt: skip
     if r1.empty or r2.empty:  # one side holds nowhere along the axis: nothing to compare
         why = f"no feasible {key}: {n1}: {r1.describe(key)}; {n2}: {r2.describe(key)}"
-        return _no_crossing(key, definition, why, n1, details)
+        return nothing(why)
     if not roots and dropped:
         why = (
             f"the metrics cross only where a constraint fails (x = "
             f"{', '.join(f'{d:.4g}' for d in dropped)}): {n1}: {r1.describe(key)}; "
             f"{n2}: {r2.describe(key)}"
         )
-        return _no_crossing(key, definition, why, n1, details)
+        return nothing(why)
     if not roots and not np.any(dv):
         why = f"{metric} is the same for both over the whole range [{lo:g}, {hi:g}]: no crossing"
-        return _no_crossing(key, definition, why, n1, details)
+        return nothing(why)
     if not roots:
         lead = n1 if dv[len(dv) // 2] > 0 else n2
         ratio_lo = float(g1(lo)) / float(g2(lo))
@@ -135,7 +140,7 @@ def crossover(
             f"assumed: {n1}/{n2} = {ratio_lo:.3g} at {lo:g}, {ratio_hi:.3g} at {hi:g}); "
             "the sign of the difference never changes, so there is no crossover"
         )
-        return _no_crossing(key, definition, why, n1, details)
+        return nothing(why)
     r = roots[0]
     eq = crossing_equation(model, other, sym, e1, e2, r, metric)
     cr, why, shown = closed_for(eq, r, symbolic)
@@ -165,25 +170,6 @@ def crossover(
         latex=latex, definition=definition, method=method, note=note, scenario=n1,
         details=details, srepr=srepr, form=form, regime=regime, equation=eq,
     )  # fmt: skip
-
-
-def _no_crossing(
-    key: str, definition: str, why: str, scenario: str, details: dict[str, Any]
-) -> Derivation:
-    """A crossover with no crossing, and why."""
-    return Derivation(
-        kind="crossover",
-        key=key,
-        value=None,
-        feasible_value=None,
-        closed_form="none",
-        latex="",
-        definition=definition,
-        method="numeric",
-        note=why,
-        scenario=scenario,
-        details=details,
-    )
 
 
 def side_names(model: StepModel, other: StepModel) -> tuple[str, str]:

@@ -113,17 +113,12 @@ def regime(model: StepModel, key: str, symbolic: bool = False) -> list[Derivatio
         )
     if not out:
         out.append(
-            Derivation(
-                kind="regime",
-                key=key,
-                value=None,
-                feasible_value=None,
-                closed_form="none",
-                latex="",
+            no_answer(
+                "regime",
+                model,
+                key,
+                f"{names[dom[0]]} dominates over the whole range [{lo:g}, {hi:g}]",
                 definition=definition,
-                method="numeric",
-                note=f"{names[dom[0]]} dominates over the whole range [{lo:g}, {hi:g}]",
-                scenario=model.scenario.label,
                 details={**details_common, "from": names[dom[0]], "to": None},
             )
         )

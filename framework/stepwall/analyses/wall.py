@@ -20,6 +20,7 @@ from stepwall.analyses.common import (
     key_range,
     lambdify1,
     metric_expr,
+    no_answer,
     number,
     parameter,
     prepared,
@@ -180,19 +181,8 @@ def wall(
         t_inf = float(fn(1e12))
         if not math.isfinite(t_inf) or t_inf <= 0:
             t_inf_s = "t(∞) is not finite on this branch"
-            return Derivation(
-                kind="wall",
-                key=key,
-                value=None,
-                feasible_value=None,
-                closed_form="",
-                latex="",
-                definition=definition,
-                method="numeric",
-                note=f"no wall: {t_inf_s}",
-                scenario=model.scenario.label,
-                details=details,
-            )
+            return no_answer("wall", model, key, f"no wall: {t_inf_s}", definition=definition,
+                             closed_form="", details=details)  # fmt: skip
 
         def g(n: float) -> float:
             return float(fn(n)) / t_inf - 1 - eps
