@@ -38,6 +38,9 @@ CLASSES = {
     "wide_ep": "expert parallel across nodes (disaggregated decode)",
     "prefill": "prefill throughput and time to first token",
     "dense": "dense and small-expert models (not DeepSeek-shaped)",
+    "frontier": "best METRIC at ≥ TARGET through search",
+    "latency": "TTFT / TPOT / end-to-end latency at real load",
+    "middle": "single points at 8–256 requests per replica",
     "other": "anything else",
 }
 
