@@ -84,9 +84,12 @@ def calibration_intervals(folder: Path | None = None) -> dict[Path, dict[str, In
 
 
 def flat_keys(table: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """``{"fp8": {"efficiency": "…"}}`` -> ``[("fp8.efficiency", "…")]``."""
+    """``{"fp8": {"efficiency": "…"}}`` -> ``[("fp8.efficiency", "…")]``; ``sources`` tables
+    (citations, not values) left out."""
     out: list[tuple[str, Any]] = []
     for k, v in table.items():
+        if k == "sources":
+            continue
         if isinstance(v, dict):
             out += flat_keys(v, f"{prefix}{k}.")
         else:
