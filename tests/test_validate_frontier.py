@@ -14,6 +14,7 @@ import pytest
 import sympy as sp
 
 from stepwall.apps import bands, validate
+from stepwall.apps.report.plots import plot_frontier_band
 from stepwall.cli import main
 from stepwall.core.errors import SpecError
 from stepwall.core.symbols import parameter
@@ -306,3 +307,14 @@ def test_overlap_efficiency_defaults_to_the_perfect_overlap():
     ranged = build_model("dsv3-h200-ep32-decode").scenario
     assert ranged.ranges == {"engine.overlap_efficiency": (0.5, 1.0)}
     assert ranged.values[ranged.by_path["engine.overlap_efficiency"]] == 1.0
+
+
+def test_frontier_plot_is_deterministic_svg():
+    """The frontier plot's bytes depend only on what is drawn: no date, the same bytes twice."""
+    line = ("h100", [10.0, 50.0, 90.0], [900.0, 500.0, 100.0])
+    low = ("", [9.0, 45.0, 80.0], [800.0, 450.0, 90.0])
+    high = ("", [11.0, 55.0, 99.0], [990.0, 550.0, 110.0])
+    args = ([(line, low, high), (line, None, None)], [(0, 50.0, 480.0)], "x", "y", "t")
+    first = plot_frontier_band(*args)
+    assert first == plot_frontier_band(*args)
+    assert b"<svg" in first and b"dc:date" not in first
