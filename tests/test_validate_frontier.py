@@ -318,3 +318,17 @@ def test_frontier_plot_is_deterministic_svg():
     first = plot_frontier_band(*args)
     assert first == plot_frontier_band(*args)
     assert b"<svg" in first and b"dc:date" not in first
+
+
+def test_a_stated_range_of_the_base_scenario_bands_the_frontier(tmp_path):
+    """The base scenario's engine overrides (here a ranged memory efficiency, in a scenario
+    derived with ``from``) reach the search, and the stated range bands the best like an
+    interval: the brute-force best at each end of the range."""
+    (tmp_path / "s.toml").write_text(
+        f'from = "{SCENARIO}"\n[engine]\nmemory_efficiency = "0.6..0.8 (0.7)"\n'
+    )
+    text = _row("a", "tokens_per_s_per_user>=50", scenario="s.toml")
+    (r,) = validate.predict(validate.load_rows([_table(tmp_path, text)]), intervals={})
+    assert r.predicted == pytest.approx(_brute_best(50.0, ("engine.memory_efficiency=0.7",)))
+    ends = [_brute_best(50.0, (f"engine.memory_efficiency={v}",)) for v in (0.6, 0.8)]
+    assert r.band == pytest.approx(tuple(ends), rel=1e-9)

@@ -52,7 +52,7 @@ from stepwall.model.compose import build_model
 from stepwall.model.metrics import DIAGNOSTIC_METRICS, METRICS, MINIMIZE
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
-from stepwall.spec.loader import find_spec_file, read_toml
+from stepwall.spec.loader import find_spec_file, read_scenario, read_toml
 
 CLASSES = {
     "tp_batch1": "tensor parallel at batch 1 (latency-bound)",
@@ -445,24 +445,26 @@ BASE = ("model", "hardware", "cluster", "engine")  # what a frontier row's scena
 
 
 def search_base(row: Row) -> tuple[dict[str, str], list[str]]:
-    """A frontier row's base scenario as search takes it: the model, hardware, cluster and
-    engine references (catalog names, or paths from the scenario's folder), and their tables'
-    other keys as --set assignments, but ``cluster.nodes`` (the search sizes the cluster).
-    Its workload, parallel and decoding are what the search spans."""
-    doc = read_toml(row.scenario)
+    """A frontier row's base scenario (after its ``from`` chain) as search takes it: the
+    model, hardware, cluster and engine references (catalog names, or paths from the file
+    that gave them), and those sections' other keys as --set assignments, but
+    ``cluster.nodes`` (the search sizes the cluster) and ``sources``. Its workload, parallel
+    and decoding are what the search spans (the row's ``set`` gives decoding settings)."""
+    _, flat = read_scenario(str(row.scenario))
     refs: dict[str, str] = {}
     sets: list[str] = []
     for section in BASE:
-        given = doc.get(section, "")
-        ref = given.get("from", "") if isinstance(given, dict) else given
-        if isinstance(given, dict):
-            sets += [f"{section}.{k}={json.dumps(v)}" for k, v in bands.flat_keys(given)
-                     if k != "from" and f"{section}.{k}" != "cluster.nodes"]  # fmt: skip
+        ref, origin = flat.get(section) or flat.get(f"{section}.from") or ("", "")
         if not isinstance(ref, str) or not (ref.strip() or section == "engine"):
             raise SpecError(str(row.origin), f"row[{row.index}].scenario",
                             f"{row.scenario} names no {section}", "a base scenario naming its "
                             "model, hardware and cluster (and engine)")  # fmt: skip
-        refs[section] = str((row.scenario.parent / ref).resolve()) if ref.endswith(".toml") else ref
+        refs[section] = str(Path(origin).parent / ref) if ref.endswith(".toml") else ref
+        skip = {f"{section}.from", "cluster.nodes"}
+        for key, (value, _) in flat.items():
+            head, _, name = key.partition(".")
+            if head == section and name and key not in skip and "sources" not in name.split("."):
+                sets.append(f"{key}={json.dumps(value)}")
     return refs, sets
 
 
