@@ -525,7 +525,8 @@ def _frontier_result(row: Row, run: FrontierRun) -> Result:
     if best is None:
         return Result(row, math.nan, f"no configuration of the space meets {row.spec.at}", run=run)
     c = entry["point"]["config"]
-    chosen = f"{c['gpus']} GPUs {_config_text(c, _degrees(plan))}; {entry['binding']}"
+    gpus = f"{c['gpus']} GPU{'s' if c['gpus'] != 1 else ''}"
+    chosen = f"{gpus} {_config_text(c, _degrees(plan))}; {entry['binding']}"
     band = None
     if run.ends is not None:
         unreached = math.inf if metric in plan.spec.minimize else 0.0
