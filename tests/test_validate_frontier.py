@@ -332,3 +332,32 @@ def test_a_stated_range_of_the_base_scenario_bands_the_frontier(tmp_path):
     assert r.predicted == pytest.approx(_brute_best(50.0, ("engine.memory_efficiency=0.7",)))
     ends = [_brute_best(50.0, (f"engine.memory_efficiency={v}",)) for v in (0.6, 0.8)]
     assert r.band == pytest.approx(tuple(ends), rel=1e-9)
+
+
+REPORT = """
+name = "vt"
+title = "frontier rows"
+[scenarios]
+x = "llama8b-h100-serving"
+[[block]]
+kind = "validation"
+id = "v"
+tables = ["t.toml"]
+"""
+
+
+def test_the_page_shows_frontier_rows_and_a_plot_per_gpu(tmp_path):
+    """The validation block lists each frontier row's configuration and ranking group and
+    draws one frontier plot per GPU (test_frontier_plot_is_deterministic_svg: its bytes)."""
+    text = _row("a", "tokens_per_s_per_user>=50", extra='ranking = "g"') + _row(
+        "b", "tokens_per_s_per_user>=50", scenario="llama8b-h200-serving", extra='ranking = "g"'
+    )
+    _table(tmp_path, text)
+    (tmp_path / "r.toml").write_text(REPORT)
+    assert main(["report", str(tmp_path / "r.toml"), "-o", str(tmp_path / "v.md")]) == 0
+    files = sorted(f.name for f in (tmp_path / "v").iterdir())
+    assert files == ["v-frontier-h100.svg", "v-frontier-h200.svg", "v.csv", "v.svg"]
+    page = (tmp_path / "v.md").read_text()
+    assert "| a | `tokens_per_s_per_user>=50` | 1 GPU tp1" in page
+    assert "- **g** at `tokens_per_s_per_user>=50`: " in page
+    assert "![h100 frontiers](v/v-frontier-h100.svg)" in page
