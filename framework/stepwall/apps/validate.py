@@ -6,12 +6,20 @@ with stepwall). Each row names a scenario (catalog name or a path relative to th
 when the figure covers several GPUs, e.g. 8 for a per-node figure of a per-GPU metric), the
 row's class and where it was published. The error of a row is predicted / measured − 1.
 
+A ``frontier`` row is a best point, not a configuration: the best ``metric`` at the target
+``at`` (search's ``--at``) over the space its ``search`` options spell (``stepwall search``'s
+--gpus, --batch, --decoding, …), on the base scenario's model, hardware, cluster and engine.
+Rows with the same scenario, space and overrides share one search. Rows of one ``ranking``
+group share a target; their order by measured value is compared with their order by
+prediction. Each prediction carries a band (`stepwall.apps.bands`).
+
 These measurements are never fitted: hardware and engine values come from primitive
 microbenchmarks (``stepwall calibrate``), so the error here is the model's, out of sample.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -21,16 +29,30 @@ from typing import Any
 import attrs
 import numpy as np
 
-from stepwall.apps.sweep import metric_names, metric_unit, pick
+from stepwall.apps import bands
+from stepwall.apps.search import (
+    DEFAULT_BATCH,
+    Condition,
+    Spec,
+    _config_text,
+    _degrees,
+    _ints,
+    metric_table,
+    parse_condition,
+    plan_search,
+    run_search,
+)
+from stepwall.apps.search import Result as SearchResult
+from stepwall.apps.sweep import metric_names, metric_unit, parse_vary, pick
 from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import SpecError, UnitError, did_you_mean, first_repeat
 from stepwall.core.options import option, structure_options
 from stepwall.core.units import parse_quantity, parse_unit
 from stepwall.model.compose import build_model
-from stepwall.model.metrics import DIAGNOSTIC_METRICS, METRICS
+from stepwall.model.metrics import DIAGNOSTIC_METRICS, METRICS, MINIMIZE
 from stepwall.plugin import registry as registries
 from stepwall.plugin.registry import Registry
-from stepwall.spec.loader import find_spec_file, read_toml
+from stepwall.spec.loader import find_spec_file, read_scenario, read_toml
 
 CLASSES = {
     "tp_batch1": "tensor parallel at batch 1 (latency-bound)",
@@ -73,6 +95,102 @@ class RowSpec:
     date: str = option("when it was published (YYYY-MM or YYYY-MM-DD)", default="")
     evidence: str = option("the quoted figure as printed (25 words or fewer)", default="")
     notes: str = option("what the spec cannot express, and interpretations", default="")
+    at: str = option(
+        "a frontier row's target, as search's --at, e.g. tokens_per_s_per_user>=90", default=""
+    )
+    search: tuple[str, ...] = option(
+        "a frontier row's space: stepwall search options, e.g. "
+        '["--gpus", "8,16", "--decoding", "autoregressive,mtp", "--batch", "1..1024"]',
+        default=(),
+    )
+    ranking: str = option(
+        "a group of frontier rows at one target, ranked by measured against predicted value",
+        default="",
+    )
+
+
+FRONTIER_ONLY = ("at", "search", "ranking")  # the keys only frontier rows have
+SPACE_OPTIONS = "--gpus, --workload, --isl, --osl, --decoding, --batch, --vary, --where, --ttft"
+
+
+@attrs.frozen
+class Space:
+    """A frontier row's search space, as its ``search`` options give it."""
+
+    gpus: tuple[int, ...] = ()
+    workload: str = "serving"
+    isl: int = 1024
+    osl: int = 1024
+    decoding: tuple[str, ...] = ("autoregressive",)
+    batch: tuple[int, ...] = DEFAULT_BATCH
+    vary: tuple[str, ...] = ()
+    where: tuple[Condition, ...] = ()
+
+
+REPEATED = ("--decoding", "--vary", "--where")  # the options that may be given again
+
+
+def _options(options: Sequence[str], where: str, key: str) -> dict[str, list[str]]:
+    """``["--gpus", "8,16", "--isl=8192"]`` -> {"--gpus": ["8,16"], "--isl": ["8192"]}: each
+    option of `SPACE_OPTIONS` with one value, as ``--flag VALUE`` or ``--flag=VALUE``."""
+    expected = f"stepwall search options that spell the space: {SPACE_OPTIONS}"
+    known = SPACE_OPTIONS.split(", ")
+    out: dict[str, list[str]] = {}
+    i = 0
+    while i < len(options):
+        flag, eq, value = options[i].partition("=")
+        if flag not in known:
+            raise SpecError(where, key, f"{options[i]!r} is not an option of the space"
+                            f"{did_you_mean(flag, known)}", expected)  # fmt: skip
+        if not eq:
+            if i + 1 >= len(options):
+                raise SpecError(where, key, f"{flag} has no value", f"{flag} VALUE")
+            i += 1
+            value = options[i]
+        if flag in out and flag not in REPEATED:
+            raise SpecError(where, key, f"{flag} is given twice", "each option once")
+        out.setdefault(flag, []).append(value)
+        i += 1
+    return out
+
+
+def parse_space(options: Sequence[str], where: str, key: str) -> Space:
+    """A frontier row's ``search`` options (the space: search's own flags) -> `Space`; a bad
+    option is a one-line SpecError at ``where``:``key``."""
+    given = _options(options, where, key)
+
+    def one(flag: str) -> str | None:
+        return given[flag][0] if flag in given else None
+
+    try:
+        conds = [parse_condition(w, "--where") for w in given.get("--where", [])]
+        ttft = one("--ttft")
+        if ttft is not None:
+            conds.append(parse_condition(ttft, "--ttft", "ttft_s"))
+        for v in given.get("--vary", []):
+            parse_vary(v)
+        workload = one("--workload") or "serving"
+        if workload not in ("serving", "decode"):
+            raise SpecError("search", "--workload", f"{workload!r} is not searched",
+                            "serving or decode")  # fmt: skip
+        lengths = [_ints(one(f) or "1024", f) for f in ("--isl", "--osl")]
+        if any(len(n) != 1 for n in lengths):
+            raise SpecError("search", "--isl/--osl", "takes one length", "e.g. --isl 1024")
+        kinds = [k.strip() for d in given.get("--decoding", []) for k in d.split(",") if k.strip()]
+        gpus, batch = one("--gpus"), one("--batch")
+        return Space(
+            tuple(_ints(gpus, "--gpus")) if gpus is not None else (),
+            workload,
+            lengths[0][0],
+            lengths[1][0],
+            tuple(kinds or ["autoregressive"]),
+            tuple(_ints(batch, "--batch")) if batch is not None else DEFAULT_BATCH,
+            tuple(given.get("--vary", [])),
+            tuple(conds),
+        )
+    except SpecError as e:
+        raise SpecError(where, key, f"{e.key}: {e.problem}" if e.key else e.problem,
+                        e.expected) from None  # fmt: skip
 
 
 @attrs.frozen
@@ -90,10 +208,23 @@ class Row:
     index: int  # its position in the file
     scenario: Path
     measured: float  # SI, per unit of the metric
+    target: Condition | None = None  # a frontier row's `at`
+    space: Space | None = None  # a frontier row's `search`
 
     @property
     def where(self) -> str:
         return f"{self.origin}:row[{self.index}]"
+
+
+@attrs.frozen(eq=False)
+class FrontierRun:
+    """One search shared by frontier rows: the hardware, the nominal search, and the search
+    again at the pessimistic and the optimistic end of the ranged inputs (None: none)."""
+
+    hardware: str
+    label: str  # the scenario and the space, for a plot's legend
+    result: SearchResult
+    ends: tuple[SearchResult, SearchResult] | None
 
 
 @attrs.frozen
@@ -103,11 +234,21 @@ class Result:
     infeasible: str = ""  # the first violated constraint, if any
     concurrency: int | None = None  # the batch found by fill_memory
     model: Any = attrs.field(default=None, eq=False, repr=False)  # the row's StepModel
+    band: tuple[float, float] | None = None  # [low, high] over the ranged inputs; None: none
+    chosen: str = ""  # a frontier row's best configuration, and what binds it
+    run: FrontierRun | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def error(self) -> float:
         """predicted / measured − 1 (NaN where infeasible)."""
         return self.predicted / self.row.measured - 1.0
+
+    @property
+    def inside(self) -> bool | None:
+        """Whether the measurement lies in the band (None: no band, or infeasible)."""
+        if self.band is None or self.infeasible:
+            return None
+        return self.band[0] <= self.row.measured <= self.band[1]
 
 
 def default_tables() -> list[Path]:
@@ -167,8 +308,46 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
             seen[spec.id] = f"{where}:row[{i}]"
             scenario = find_spec_file(spec.scenario, "scenarios", where=where,
                                       key=at + "scenario", base=path.parent)  # fmt: skip
-            rows.append(Row(spec, path, i, scenario, _measured(spec, where, at)))
+            target, space = _frontier(spec, where, at)
+            rows.append(Row(spec, path, i, scenario, _measured(spec, where, at), target, space))
+    _check_rankings(rows)
     return rows
+
+
+def _frontier(spec: RowSpec, where: str, at: str) -> tuple[Condition | None, Space | None]:
+    """A frontier row's target and space (None, None for other rows, which may not give
+    them)."""
+    if spec.row_class != "frontier":
+        for key in FRONTIER_ONLY:
+            if getattr(spec, key):
+                raise SpecError(where, at + key, f"only frontier rows have {key}",
+                                'class = "frontier", or no ' + key)  # fmt: skip
+        return None, None
+    if spec.fill_memory:
+        raise SpecError(where, at + "fill_memory", "a frontier row's batch is searched",
+                        "no fill_memory (search --batch spans the batch)")  # fmt: skip
+    if not spec.at.strip():
+        raise SpecError(where, at + "at", "missing", _expected("at"))
+    try:
+        target = parse_condition(spec.at, "at")
+    except SpecError as e:
+        raise SpecError(where, at + "at", f"{spec.at!r}: {e.problem}", e.expected) from None
+    return target, parse_space(spec.search, where, at + "search")
+
+
+def _check_rankings(rows: Sequence[Row]) -> None:
+    """Every ranking group's rows share one target and one metric."""
+    first: dict[str, Row] = {}
+    for r in rows:
+        g = r.spec.ranking
+        if not g:
+            continue
+        head = first.setdefault(g, r)
+        for key in ("at", "metric"):
+            if getattr(r.spec, key) != getattr(head.spec, key):
+                raise SpecError(str(r.origin), f"row[{r.index}].{key}", f"{getattr(r.spec, key)!r}"
+                                f" differs from {head.where} in ranking group {g!r}",
+                                f"one {key} per ranking group")  # fmt: skip
 
 
 def _expected(key: str) -> str:
@@ -205,41 +384,156 @@ def predict(
     rows: Sequence[Row],
     registry: Registry | None = None,
     progress: Callable[[int, int], None] | None = None,
+    intervals: bands.Intervals | None = None,
 ) -> list[Result]:
-    """Build each row's model (shapes are shared, so a table costs a few builds) and read
-    its metric; ``progress(done, total)`` after each row."""
+    """Build each single-point row's model (shapes are shared, so a table costs a few builds)
+    and read its metric; search once for each group of frontier rows (`predict_frontier`);
+    band each prediction by the calibration ``intervals`` (default: the catalog manifests')
+    and the stated ranges. ``progress(done, total)`` after each row."""
     registry = registry or registries.default()
+    found = bands.calibration_intervals() if intervals is None else intervals
+    searched = predict_frontier([r for r in rows if r.space is not None], registry, found)
     out: list[Result] = []
     for row in rows:
-        try:
-            model = build_model(row.scenario, row.spec.set, registry)
-        except SpecError as e:
-            given = e.where == "--set"  # one of the row's overrides
-            loc = e.key if given else f"{e.where}:{e.key}" if e.key else e.where
-            raise SpecError(str(row.origin), f"row[{row.index}]" + (".set" if given else ""),
-                            f"{loc}: {e.problem}", e.expected) from None  # fmt: skip
-        names = metric_names(model)
-        if row.spec.metric not in names:
-            raise SpecError(str(row.origin), f"row[{row.index}].metric",
-                            f"unknown metric {row.spec.metric!r}"
-                            f"{did_you_mean(row.spec.metric, names)}",
-                            "a metric such as tokens_per_s_per_gpu")  # fmt: skip
-        overrides = {}
-        filled = None
-        if row.spec.fill_memory:
-            users = model.provides["users"]  # the workload's users per replica
-            filled = largest_feasible(model, users)
-            overrides[users] = filled
-        ev = model.evaluate(overrides)
-        value = float(np.asarray(pick(model, ev, row.spec.metric), dtype=float))
-        broken = model.violations(ev)
-        if broken and row.spec.metric not in DIAGNOSTIC_METRICS:
-            out.append(Result(row, math.nan, broken[0].line, filled, model))
-        else:
-            out.append(Result(row, value, "", filled, model))
+        out.append(searched[row.where] if row.space is not None else
+                   _predict_point(row, registry, found))  # fmt: skip
         if progress:
             progress(len(out), len(rows))
     return out
+
+
+_ROW_KEYS = {"--set": "set", "search": "search", "--vary": "search", "--decoding": "search"}
+
+
+def _row_error(row: Row, e: SpecError) -> SpecError:
+    """An error of a row's model or search, at the row (and its key, where one of the row's
+    own values caused it)."""
+    key = _ROW_KEYS.get(e.where, "")
+    loc = e.key if key else f"{e.where}:{e.key}" if e.key else e.where
+    return SpecError(str(row.origin), f"row[{row.index}]" + (f".{key}" if key else ""),
+                     f"{loc}: {e.problem}", e.expected)  # fmt: skip
+
+
+def _predict_point(row: Row, registry: Registry, intervals: bands.Intervals) -> Result:
+    try:
+        model = build_model(row.scenario, row.spec.set, registry)
+    except SpecError as e:
+        raise _row_error(row, e) from None
+    names = metric_names(model)
+    if row.spec.metric not in names:
+        raise SpecError(str(row.origin), f"row[{row.index}].metric",
+                        f"unknown metric {row.spec.metric!r}"
+                        f"{did_you_mean(row.spec.metric, names)}",
+                        "a metric such as tokens_per_s_per_gpu")  # fmt: skip
+    overrides = {}
+    filled = None
+    if row.spec.fill_memory:
+        users = model.provides["users"]  # the workload's users per replica
+        filled = largest_feasible(model, users)
+        overrides[users] = filled
+    ev = model.evaluate(overrides)
+    value = float(np.asarray(pick(model, ev, row.spec.metric), dtype=float))
+    broken = model.violations(ev)
+    if broken and row.spec.metric not in DIAGNOSTIC_METRICS:
+        return Result(row, math.nan, broken[0].line, filled, model)
+    ranged = bands.ranged_inputs(model, intervals, registry)
+    band = bands.point_band(model, row.spec.metric, ranged, overrides)
+    return Result(row, value, "", filled, model, band)
+
+
+BASE = ("model", "hardware", "cluster", "engine")  # what a frontier row's scenario gives search
+
+
+def search_base(row: Row) -> tuple[dict[str, str], list[str]]:
+    """A frontier row's base scenario (after its ``from`` chain) as search takes it: the
+    model, hardware, cluster and engine references (catalog names, or paths from the file
+    that gave them), and those sections' other keys as --set assignments, but
+    ``cluster.nodes`` (the search sizes the cluster) and ``sources``. Its workload, parallel
+    and decoding are what the search spans (the row's ``set`` gives decoding settings)."""
+    _, flat = read_scenario(str(row.scenario))
+    refs: dict[str, str] = {}
+    sets: list[str] = []
+    for section in BASE:
+        ref, origin = flat.get(section) or flat.get(f"{section}.from") or ("", "")
+        if not isinstance(ref, str) or not (ref.strip() or section == "engine"):
+            raise SpecError(str(row.origin), f"row[{row.index}].scenario",
+                            f"{row.scenario} names no {section}", "a base scenario naming its "
+                            "model, hardware and cluster (and engine)")  # fmt: skip
+        refs[section] = str(Path(origin).parent / ref) if ref.endswith(".toml") else ref
+        skip = {f"{section}.from", "cluster.nodes"}
+        for key, (value, _) in flat.items():
+            head, _, name = key.partition(".")
+            if head == section and name and key not in skip and "sources" not in name.split("."):
+                sets.append(f"{key}={json.dumps(value)}")
+    return refs, sets
+
+
+def predict_frontier(
+    rows: Sequence[Row], registry: Registry, intervals: bands.Intervals
+) -> dict[str, Result]:
+    """Frontier rows' predictions by `Row.where`: one search per scenario, space, overrides
+    and metric, with every target of its rows."""
+    groups: dict[tuple[Any, ...], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.scenario, r.spec.search, r.spec.set, r.spec.metric), []).append(r)
+    out: dict[str, Result] = {}
+    for members in groups.values():
+        run = _search(members, registry, intervals)
+        for r in members:
+            out[r.where] = _frontier_result(r, run)
+    return out
+
+
+def _search(members: Sequence[Row], registry: Registry, intervals: bands.Intervals
+            ) -> FrontierRun:  # fmt: skip
+    head = members[0]
+    assert head.space is not None and head.target is not None  # frontier rows have both
+    refs, sets = search_base(head)
+    targets = tuple(dict.fromkeys(r.target for r in members if r.target is not None))
+    known = metric_table(registry)
+    minimize = frozenset(m.name for m in known.values() if m.minimize)
+    metric, space = head.spec.metric, head.space
+    spec = Spec(targets[0].metric, metric, metric, targets, space.where, minimize)
+    try:
+        plan = plan_search(refs["model"], [refs["hardware"]], [refs["cluster"]],
+                           gpus=space.gpus, engine=refs["engine"], workload=space.workload,
+                           isl=space.isl, osl=space.osl, decoding=space.decoding,
+                           sets=(*sets, *head.spec.set), vary=[parse_vary(v) for v in space.vary],
+                           batch=space.batch, spec=spec, registry=registry)  # fmt: skip
+    except SpecError as e:
+        raise _row_error(head, e) from None
+    result = run_search(plan)
+    ends = bands.frontier_ends(result, bands.variant_ranges(plan, intervals, registry))
+    label = f"{head.spec.scenario} ({space.isl}/{space.osl}, {', '.join(space.decoding)})"
+    return FrontierRun(refs["hardware"], label, result, ends)
+
+
+def _best(result: SearchResult, t: int, metric: str) -> float | None:
+    """The best ``metric`` at the ``t``-th target (None: no configuration meets it)."""
+    p = result.best[t]["options"][0]["point"]
+    return None if p is None or p[metric] is None else float(p[metric])
+
+
+def _frontier_result(row: Row, run: FrontierRun) -> Result:
+    """A frontier row's best at its target, its configuration and band (an end where the
+    target is out of reach is 0, or infinite for a metric to minimise)."""
+    plan = run.result.plan
+    t = plan.spec.targets.index(row.target)
+    metric = row.spec.metric
+    entry = run.result.best[t]["options"][0]
+    best = _best(run.result, t, metric)
+    if best is None:
+        return Result(row, math.nan, f"no configuration of the space meets {row.spec.at}", run=run)
+    c = entry["point"]["config"]
+    gpus = f"{c['gpus']} GPU{'s' if c['gpus'] != 1 else ''}"
+    chosen = f"{gpus} {_config_text(c, _degrees(plan))}; {entry['binding']}"
+    band = None
+    if run.ends is not None:
+        unreached = math.inf if metric in plan.spec.minimize else 0.0
+        ends = [_best(e, t, metric) for e in run.ends]
+        vals = [unreached if v is None else v for v in ends]
+        band = (min(vals), max(vals))
+    return Result(row, best, "", None, None, band, chosen, run)
 
 
 def largest_feasible(model: Any, key: str, limit: int = 1 << 22) -> int:
@@ -282,7 +576,46 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
     return {
         **stats(results),
         "classes": {c: stats([r for r in results if r.row.spec.row_class == c]) for c in classes},
+        "coverage": coverage(results),
+        "rankings": rankings(results),
     }
+
+
+def coverage(results: Sequence[Result]) -> dict[str, Any]:
+    """How many feasible rows have a band, how many measurements lie inside theirs, and that
+    fraction (NaN where no row has a band)."""
+    banded = [r for r in results if r.inside is not None]
+    inside = sum(bool(r.inside) for r in banded)
+    return {
+        "banded": len(banded),
+        "inside": inside,
+        "fraction": inside / len(banded) if banded else math.nan,
+        "unbanded": sum(1 for r in results if r.inside is None and not r.infeasible),
+    }
+
+
+def rankings(results: Sequence[Result]) -> list[dict[str, Any]]:
+    """Per ranking group: its rows ordered best first by measured value and by prediction
+    (rows without a prediction last, in measured order), and whether the orders match."""
+    groups: dict[str, list[Result]] = {}
+    for r in results:
+        if r.row.spec.ranking:
+            groups.setdefault(r.row.spec.ranking, []).append(r)
+    out = []
+    for name, rs in groups.items():
+        sign = -1.0 if rs[0].row.spec.metric in MINIMIZE else 1.0
+        measured = sorted(rs, key=lambda r: -sign * r.row.measured)
+        predicted = sorted(
+            measured, key=lambda r: (bool(r.infeasible), 0 if r.infeasible else -sign * r.predicted)
+        )
+        out.append({
+            "group": name,
+            "at": rs[0].row.spec.at,
+            "measured": [r.row.spec.id for r in measured],
+            "predicted": [r.row.spec.id for r in predicted],
+            "match": measured == predicted,
+        })  # fmt: skip
+    return out
 
 
 def document(results: Sequence[Result]) -> dict[str, Any]:
@@ -301,6 +634,10 @@ def document(results: Sequence[Result]) -> dict[str, Any]:
                 "error": None if r.infeasible else r.error,
                 "infeasible": r.infeasible or None,
                 "filled_concurrency": r.concurrency,
+                "band": None if r.band is None or r.infeasible else list(r.band),
+                "inside_band": r.inside,
+                "at": r.row.spec.at or None,
+                "chosen": r.chosen or None,
                 "source": r.row.spec.source,
                 "url": r.row.spec.url,
                 "date": r.row.spec.date,
@@ -324,10 +661,10 @@ def fmt_value(v: float) -> str:
 
 def text(results: Sequence[Result]) -> str:
     """The table ``stepwall validate`` prints: each row, then the summary."""
-    head = ("id", "class", "metric", "measured", "predicted", "error")
+    head = ("id", "class", "metric", "measured", "predicted", "error", "band")
     body = [
         (r.row.spec.id, r.row.spec.row_class, r.row.spec.metric, fmt_value(r.row.measured),
-         fmt_value(r.predicted), fmt_error(r))
+         fmt_value(r.predicted), fmt_error(r), fmt_band(r))
         for r in results
     ]  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
@@ -344,9 +681,13 @@ def text(results: Sequence[Result]) -> str:
     out.append(_summary_line("all", s))
     for c, cs in s["classes"].items():
         out.append(_summary_line(c, cs))
+    out += [_coverage_line(s["coverage"]), *(_ranking_line(g) for g in s["rankings"])]
     for r in results:
         if r.concurrency is not None:
             out.append(f"{r.row.spec.id}: batch that fills memory: {r.concurrency} per replica")
+    for r in results:
+        if r.chosen:
+            out.append(f"{r.row.spec.id}: best at {r.row.spec.at}: {r.chosen}")
     for r in results:
         if r.infeasible:
             out.append(f"{r.row.spec.id}: infeasible ({r.infeasible})")
@@ -355,6 +696,26 @@ def text(results: Sequence[Result]) -> str:
         out.append(f"{s['infeasible']} infeasible row{'s have' if many else ' has'} no "
                    "prediction: left out of the median, the worst and within 15%")  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+def fmt_band(r: Result) -> str:
+    """``[low, high]`` (``in`` after it where the measurement lies inside); "—" for none."""
+    if r.band is None or r.infeasible:
+        return "—"
+    return f"[{fmt_value(r.band[0])}, {fmt_value(r.band[1])}]" + (" in" if r.inside else "")
+
+
+def _coverage_line(c: dict[str, Any]) -> str:
+    if not c["banded"]:
+        return f"band coverage: no row has a band ({c['unbanded']} without a ranged input)"
+    return (f"band coverage: {c['inside']} of {c['banded']} measurements inside their band "
+            f"({c['fraction']:.0%}); {c['unbanded']} rows without a ranged input")  # fmt: skip
+
+
+def _ranking_line(g: dict[str, Any]) -> str:
+    word = "match" if g["match"] else "MISMATCH"
+    return (f"ranking {g['group']} at {g['at']}: {word}; measured {' > '.join(g['measured'])}; "
+            f"predicted {' > '.join(g['predicted'])}")  # fmt: skip
 
 
 def _summary_line(name: str, s: dict[str, Any]) -> str:
@@ -373,12 +734,18 @@ __all__ = [
     "Result",
     "Row",
     "RowSpec",
+    "Space",
+    "coverage",
     "default_tables",
     "document",
     "largest_feasible",
     "load_rows",
     "metric_unit",
+    "parse_space",
     "predict",
+    "predict_frontier",
+    "rankings",
+    "search_base",
     "summary",
     "text",
 ]

@@ -33,6 +33,25 @@ the measured value with its unit, the class of the regime it tests and the sourc
   source = "TensorRT-LLM: best performance practice on DeepSeek-R1"
   url = "https://github.com/NVIDIA/TensorRT-LLM/..."
 
+A frontier row is the best METRIC at a target through `stepwall search` (rows with the
+same scenario, search and set share one search; a ranking group's rows share a target):
+
+  [[row]]
+  id = "trtllm-b200-dsr1-fp4-1k1k-90"
+  class = "frontier"
+  scenario = "dsr1-fp4-b200-tp8"       # its model, hardware, cluster, engine
+  metric = "tokens_per_s_per_gpu"
+  measured = "2400 tokens/s"
+  at = "tokens_per_s_per_user>=90"
+  search = ["--gpus", "8,16", "--decoding", "autoregressive,mtp", "--batch", "1..1024"]
+  ranking = "dsr1-fp4-1k1k-90"         # optional
+  source = "…"
+  url = "…"
+
+Each prediction has a band over the calibration's 95% intervals ([intervals] of
+specs/calibration/*.toml) and the specs' stated ranges; the summary gives the share of
+measurements inside their bands (coverage) and each ranking group's two orders.
+
 The error of a row is predicted/measured - 1. The rows are never fitted (hardware and
 engine values come from primitive microbenchmarks: stepwall calibrate), so these errors are
 out of sample. --max-median and --max-worst make it a gate (exit 1 when exceeded). A row

@@ -363,3 +363,16 @@ def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: int) -> sp.Expr:
     a_tree over D levels. A first-order model: candidates treated as independent."""
     per_level = 1 - (1 - acceptance) ** (sp.sympify(budget) / depth)
     return chain_accepted(per_level, depth)
+
+
+# ---------------------------------------------------------------- overlap
+
+
+@law(TIME, longest=TIME, total=TIME, hidden=DIMENSIONLESS)
+def partial_overlap(longest: sp.Expr, total: sp.Expr, hidden: sp.Expr) -> sp.Expr:
+    """Lanes run concurrently with a fraction η of the shorter lanes' time hidden under the
+    longest: t = max + (1 − η)(Σ − max); η = 1 is perfect overlap (the max), η = 0 runs them
+    one after the other (the sum). Two-batch overlap's stages (DeepSeek's DualPipe and
+    SGLang's TBO: one micro-batch's communication under the other's compute) have η < 1 where
+    the kernels share SMs and links; η is the hidden share of the shorter side."""
+    return longest + (1 - hidden) * (total - longest)

@@ -330,6 +330,7 @@ class Engine:
     overlap_shared_experts: bool = False
     prefill_chunk: sp.Expr = attrs.field(factory=lambda: sp.Integer(8192))
     memory_fraction: sp.Expr = sp.S.One  # of device memory, for weights and KV cache
+    overlap_efficiency: sp.Expr = sp.S.One  # two-batch overlap's hidden share of the shorter side
 
 
 @attrs.frozen

@@ -28,6 +28,7 @@ import numpy as np
 import sympy as sp
 import tomlkit
 
+from stepwall.core import laws
 from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import PluginError, SpecError, shown_path
 from stepwall.core.scenario import Scenario
@@ -253,19 +254,23 @@ def compile_model(model: StepModel, scalar: bool = False) -> CompiledModel:
     )
 
 
-def compose_step_time(terms: Sequence[Term]) -> sp.Expr:
+def compose_step_time(terms: Sequence[Term], tbo_hidden: sp.Expr = sp.S.One) -> sp.Expr:
     """Σ terms, where terms sharing an overlap tag run concurrently and contribute the Max
     over their lanes' sums. A tag ``"tbo.experts/comm"`` names the lane after the slash; a bare tag
-    uses the term's group as its lane."""
+    uses the term's group as its lane. A two-batch-overlap tag (``tbo.…``) hides ``tbo_hidden``
+    of its shorter lanes (`laws.partial_overlap`; 1: the Max)."""
     plain = [t.expr for t in terms if not t.overlap]
     tagged: dict[str, dict[str, list[sp.Expr]]] = defaultdict(lambda: defaultdict(list))
     for t in terms:
         if t.overlap:
             tag, _, lane = t.overlap.partition("/")
             tagged[tag][lane or t.group].append(t.expr)
-    overlapped = [
-        sp.Max(*(sp.Add(*g) for g in lanes.values()), evaluate=False) for lanes in tagged.values()
-    ]
+    overlapped = []
+    for tag, lanes in tagged.items():
+        sums = [sp.Add(*g) for g in lanes.values()]
+        longest = sp.Max(*sums, evaluate=False)
+        hidden = tbo_hidden if tag.startswith("tbo.") else sp.S.One
+        overlapped.append(laws.partial_overlap(longest, sp.Add(*sums), hidden))
     return sp.Add(*plain, *overlapped)
 
 
@@ -361,7 +366,8 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     if resident is None:
         resident = workload.weight_bytes_per_gpu + workload.kv_bytes_per_gpu
     step, ttft = steps
-    t, t_ttft = compose_step_time(terms), compose_step_time(ttft_terms)
+    hidden = engine.overlap_efficiency
+    t, t_ttft = compose_step_time(terms, hidden), compose_step_time(ttft_terms, hidden)
     gpus = layout.gpus_per_replica
     aggregate = layout.dp * step.users * step.produced / t
     prefill_rate = ttft.users * ttft.tokens_per_user / (t_ttft * gpus)

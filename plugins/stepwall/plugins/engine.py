@@ -103,6 +103,15 @@ class EngineSpec:
         plausible=(FRACTION[0], "0.9"),
     )
     overlap_shared_experts: bool = flag("run the shared experts on a side stream during dispatch")
+    overlap_efficiency: float = quantity(
+        "dimensionless",
+        "share of the shorter side of each two-batch-overlap stage hidden under the longer "
+        "(1: perfect overlap; unmeasured on most engines: state it as a range)",
+        latex=r"\eta_{tbo}",
+        maximum=1.0,
+        default=1.0,
+        plausible=FRACTION,
+    )
     prefill_chunk: int = quantity(
         "dimensionless",
         "most prompt tokens one iteration prefills on an attention rank (aggregated serving)",
@@ -130,6 +139,7 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         overlap_shared_experts=spec.overlap_shared_experts,
         prefill_chunk=e.prefill_chunk,
         memory_fraction=e.memory_fraction,
+        overlap_efficiency=e.overlap_efficiency,
     )
 
 

@@ -220,3 +220,38 @@ def plot_tornado(
     if title:
         ax.set_title(title)
     return _svg(fig)
+
+
+Curve = tuple[str, list[float], list[float]]  # label, x, y (a frontier, by x)
+
+
+def plot_frontier_band(
+    curves: list[tuple[Curve, Curve | None, Curve | None]],
+    measured: list[tuple[int, float, float]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> bytes:
+    """Predicted frontiers as lines, each with its band (the frontier at the pessimistic and
+    the optimistic ends of the ranged inputs) shaded between them, and measured points
+    (curve index, x, y) overlaid in their curve's colour; log-log."""
+    fig, ax = _figure(7.0, 4.6)
+    for i, ((label, x, y), low, high) in enumerate(curves):
+        color = _COLORS[i % len(_COLORS)]
+        ax.plot(x, y, color=color, linewidth=1.4, marker="o", markersize=2.5, label=label)
+        if low is not None and high is not None and low[1] and high[1]:
+            xs, ys = [*low[1], *reversed(high[1])], [*low[2], *reversed(high[2])]
+            ax.fill(xs, ys, color=color, alpha=0.18, linewidth=0)
+    for i, mx, my in measured:
+        ax.scatter([mx], [my], s=36, marker="X", color=_COLORS[i % len(_COLORS)],
+                   edgecolors="black", linewidths=0.5, zorder=4)  # fmt: skip
+    ax.scatter([], [], s=36, marker="X", color="#ffffff", edgecolors="black", linewidths=0.5,
+               label="measured best at its target")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title)
+    return _svg(fig)

@@ -1,0 +1,229 @@
+"""Prediction bands: a prediction as an interval over what its inputs are known to within.
+
+Two sources make an input uncertain (docs/validation.md, "Bands"):
+
+- the calibration's 95% intervals: a manifest ``specs/calibration/<gpu>.toml`` may carry an
+  ``[intervals]`` table of hardware field = ``"LOW..HIGH"`` for the spec its ``spec`` key
+  names (``"moe_efficiency" = "0.57..0.63"``). An interval applies where the hardware spec
+  file it calibrates set the value (a ``--set`` of the field, or another spec, keeps it exact);
+- the stated ranges of the specs themselves (docs/ranges.md), e.g. an engine's unmeasured
+  overlap efficiency written ``"0.5..1 (1)"``.
+
+Both become `stepwall.analyses.ranges.RangedInput` boxes around the nominal values, so a single
+point's band is `stepwall.analyses.ranges.bounds` of its metric over the box. A searched best
+(a frontier row) is banded by searching again with every ranged input at the end that lowers
+the objective at the nominal choice, then at the end that raises it (`frontier_ends`): the
+best at a target may change layout across the box, which the chosen configuration alone would
+miss, and two passes cost what the 2^k corners would not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from stepwall.analyses import ranges
+from stepwall.analyses.ranges import RangedInput
+from stepwall.apps.search import Plan, Result, describe, evaluate, evaluate_points
+from stepwall.core.catalog import catalog_root
+from stepwall.core.errors import SpecError, UnitError
+from stepwall.plugin.registry import Registry
+from stepwall.spec.grammar import SYNTAX, is_range, parse_range
+from stepwall.spec.loader import find_spec_file, read_toml
+from stepwall.spec.validation import load_scenario
+
+INTERVAL_EXPECTED = 'LOW..HIGH, the 95% interval of the fitted value, e.g. "0.57..0.63"'
+
+
+@attrs.frozen
+class Interval:
+    """A calibrated hardware value's 95% interval (SI) and the manifest that states it."""
+
+    path: str  # hardware.FIELD
+    low: float
+    high: float
+    text: str  # as written
+    manifest: str
+
+
+Intervals = Mapping[Path, Mapping[str, Interval]]  # hardware spec file -> path -> interval
+
+
+def calibration_intervals(folder: Path | None = None) -> dict[Path, dict[str, Interval]]:
+    """The ``[intervals]`` of every calibration manifest in ``folder`` (default: the
+    catalog's ``calibration/``), by the hardware spec file each calibrates (resolved)."""
+    out: dict[Path, dict[str, Interval]] = {}
+    root = catalog_root() / "calibration" if folder is None else folder
+    for manifest in sorted(root.glob("*.toml")):
+        where = str(manifest)
+        doc = read_toml(manifest)
+        given = doc.get("intervals")
+        if given is None:
+            continue
+        if not isinstance(given, dict):
+            raise SpecError(where, "intervals", "is not a table", f"field = {INTERVAL_EXPECTED}")
+        spec = doc.get("spec")
+        if not isinstance(spec, str) or not spec.strip():
+            raise SpecError(where, "spec", "missing", "the hardware spec the manifest calibrates")
+        hw = find_spec_file(spec, "hardware", where=where, key="spec").resolve()
+        own = out.setdefault(hw, {})
+        for field, text in flat_keys(given):
+            key = f"intervals.{field}"
+            if not is_range(text):
+                raise SpecError(where, key, f"{text!r} is not a range", INTERVAL_EXPECTED)
+            try:
+                low, _, high, _ = parse_range(str(text))
+            except UnitError as e:
+                raise SpecError(where, key, str(e), SYNTAX) from None
+            own[f"hardware.{field}"] = Interval(f"hardware.{field}", low, high, str(text), where)
+    return out
+
+
+def flat_keys(table: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``{"fp8": {"efficiency": "…"}}`` -> ``[("fp8.efficiency", "…")]``; ``sources`` tables
+    (citations, not values) left out."""
+    out: list[tuple[str, Any]] = []
+    for k, v in table.items():
+        if k == "sources":
+            continue
+        if isinstance(v, dict):
+            out += flat_keys(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def _calibrated(sc: Any, intervals: Intervals) -> list[tuple[Interval, Any]]:
+    """The intervals that apply to scenario ``sc``: those of the hardware file that set each
+    value, with the value's Parameter."""
+    out = []
+    for hw, fields in intervals.items():
+        for path, iv in sorted(fields.items()):
+            sym, src = sc.parameter(path), sc.provenance.get(path)  # src: None for a default
+            if sym is None or path in sc.ranges or src is None or Path(src).resolve() != hw:
+                continue
+            nominal = float(sc.values[sym])
+            if not iv.low <= nominal <= iv.high:
+                raise SpecError(iv.manifest, f"intervals.{path[9:]}", f"{iv.text!r} does not "
+                                f"hold the spec's value {nominal:.6g}",
+                                "the 95% interval around the fitted value")  # fmt: skip
+            out.append((iv, sym))
+    return out
+
+
+def ranged_inputs(
+    model: Any, intervals: Intervals, registry: Registry | None = None
+) -> list[RangedInput]:
+    """A built model's stated ranges (`ranges.inputs`), then the calibration intervals of the
+    values its hardware spec files set, each around the value as nominal."""
+    out = ranges.inputs(model, registry)
+    for iv, sym in _calibrated(model.scenario, intervals):
+        if iv.path in model.structural_keys and not ranges.same_shape(
+            model, iv.path, (iv.low, iv.high), registry
+        ):
+            raise SpecError(iv.manifest, f"intervals.{iv.path[9:]}", "decides which terms "
+                            "the model has, so it cannot take an interval",
+                            "a continuous value")  # fmt: skip
+        unit = "" if sym.dim.dimensionless else str(sym.dim)
+        out.append(RangedInput(iv.path, sym, iv.low, iv.high, float(model.scenario.values[sym]),
+                               iv.manifest, unit))  # fmt: skip
+    return out
+
+
+def point_band(
+    model: Any, metric: str, ranged: Sequence[RangedInput], at: Mapping[str, float]
+) -> tuple[float, float] | None:
+    """``metric``'s [low, high] over the box of ``ranged`` with the keys of ``at`` (path ->
+    SI) fixed; None for an output `ranges.outputs` does not list (a group)."""
+    if not ranged:
+        return None
+    model = ranges.at_point(model, at) if at else model
+    exprs = ranges.outputs(model)
+    if metric not in exprs:
+        return None
+    b = ranges.bounds(model, ranged, {metric: exprs[metric]})[metric]
+    return b.low, b.high
+
+
+# ---------------------------------------------------------------- searched bests
+
+
+def variant_ranges(
+    plan: Plan, intervals: Intervals, registry: Registry
+) -> list[dict[str, tuple[float, float]]]:
+    """Each variant's ranged inputs (path -> SI ends): its spec's stated ranges, then the
+    calibration intervals that apply to its scenario."""
+    out = []
+    for v in plan.variants:
+        probe = [*v.sets, f"{v.provides['users']}=1"]  # the search sets the users per point
+        sc = load_scenario(v.ref, registry.kinds, probe)
+        own = dict(v.ranges)
+        own.update({iv.path: (iv.low, iv.high) for iv, _ in _calibrated(sc, intervals)})
+        out.append(own)
+    return out
+
+
+def _directions(plan: Plan, gid: int, boxes: Sequence[Mapping[str, tuple[float, float]]]
+                ) -> dict[str, bool]:  # fmt: skip
+    """Per ranged path: whether its low end lowers the objective (larger is better after the
+    objective's sign) at the point ``gid`` (in its variant; another variant's paths at the
+    same local point, the last one where that variant is smaller)."""
+    offsets = np.asarray(plan.offsets, dtype=np.int64)
+    vi = int(np.searchsorted(offsets, gid, side="right")) - 1
+    local = gid - int(offsets[vi])
+    sign = plan.spec.sign(plan.spec.objective)
+    order = [vi, *(i for i in range(len(plan.variants)) if i != vi)]
+    out: dict[str, bool] = {}
+    for i in order:
+        v = plan.variants[i]
+        idx = np.array([min(local, v.size - 1)], dtype=np.int64)
+        for path, (lo, hi) in boxes[i].items():
+            if path in out or path not in v.values:
+                continue
+            got = []
+            for end in (lo, hi):
+                ev = evaluate_points(v.numeric, {**v.values, path: end}, v.columns(idx))
+                value = np.asarray(ev[plan.spec.objective], dtype=float).ravel()[0]
+                got.append(sign * float(value))
+            out[path] = not got[0] > got[1]
+    return out
+
+
+def frontier_ends(
+    result: Result, boxes: Sequence[Mapping[str, tuple[float, float]]]
+) -> tuple[Result, Result] | None:
+    """The search again at the pessimistic end of every ranged input, then at the optimistic
+    end (their directions at the first target's nominal best, `_directions`); None where no
+    input is ranged or no target has a best point."""
+    plan = result.plan
+    gid = next((o["point"]["id"] for e in result.best for o in e["options"] if o["point"]), None)
+    if gid is None or not any(boxes):
+        return None
+    low_first = _directions(plan, int(gid), boxes)
+    ends = []
+    for pessimistic in (True, False):
+        variants = []
+        for v, box in zip(plan.variants, boxes, strict=True):
+            values = dict(v.values)
+            for path, (lo, hi) in box.items():
+                if path in low_first:
+                    values[path] = lo if low_first[path] == pessimistic else hi
+            variants.append(attrs.evolve(v, values=values))
+        other = attrs.evolve(plan, variants=tuple(variants))
+        ends.append(describe(other, evaluate(other)))
+    return ends[0], ends[1]
+
+
+__all__ = [
+    "Interval",
+    "calibration_intervals",
+    "flat_keys",
+    "frontier_ends",
+    "point_band",
+    "ranged_inputs",
+    "variant_ranges",
+]
