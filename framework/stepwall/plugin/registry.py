@@ -81,6 +81,7 @@ REQUIRED_BUILTINS = {"formats": "every command's text, JSON and CSV output"}
 # The section whose kind selects the plugin for each kind-selected hook.
 OWNED_HOOKS = {
     "stepwall_decoding": "decoding",
+    "stepwall_decoding_under_load": "decoding",
     "stepwall_engine": "engine",
     "stepwall_partition": "parallel",
     "stepwall_steps": "workload",

@@ -110,6 +110,24 @@ class EngineSpec:
         integer=True,
         default=8192,
     )
+    draft_limit_batch: int | None = quantity(
+        "dimensionless",
+        "users per attention rank above which a draft chain verifies at most draft_limit "
+        "drafts (TensorRT-LLM speculative max_concurrency / draft_len_schedule, vLLM "
+        "disable_by_batch_size; none: never limited, each engine's default)",
+        latex="B_{spec}",
+        integer=True,
+        default=None,
+    )
+    draft_limit: int = quantity(
+        "dimensionless",
+        "drafts per user a chain verifies above draft_limit_batch (0: speculation off)",
+        latex="n_{load}",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        default=0,
+    )
 
 
 @hookimpl
@@ -130,6 +148,8 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         overlap_shared_experts=spec.overlap_shared_experts,
         prefill_chunk=e.prefill_chunk,
         memory_fraction=e.memory_fraction,
+        draft_limit_batch=e.draft_limit_batch if spec.draft_limit_batch is not None else None,
+        draft_limit=int(spec.draft_limit),
     )
 
 
