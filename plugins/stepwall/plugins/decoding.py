@@ -200,8 +200,8 @@ def stepwall_decoding_under_load(
         return under_load(light, other, b, limit)
 
     (light_draft,), (heavy_draft,) = decoding.host, heavy.host
-    draft = attrs.evolve(light_draft, expr=load(light_draft.expr, heavy_draft.expr),
-                         why=f"{light_draft.why}, fewer above the engine's draft limit")  # fmt: skip
+    why = f"{light_draft.why}, fewer above the engine's draft limit"
+    draft = attrs.evolve(light_draft, expr=load(light_draft.expr, heavy_draft.expr), why=why)
     return Decoding(load(decoding.verify_tokens, heavy.verify_tokens),
                     load(decoding.accepted_tokens, heavy.accepted_tokens), (draft,),
                     load(decoding.draft_passes, heavy.draft_passes),
