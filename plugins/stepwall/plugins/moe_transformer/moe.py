@@ -107,6 +107,15 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
            spec.expert_math, picks / hit, layers * expert * picks * FLOPS_PER_MAC),
         op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math),
     ]  # fmt: skip
+    sent = layout.imbalance * users * m.experts_per_token * m.hidden  # as the target's layers
+    per_domain = _ranks_per_domain(p.scenario, layout.tp, layout.ep)
+    p.collectives += [
+        Collective("draft.ep_dispatch", "all_to_all", layout.ep, sent * m.dispatch_bits,
+                   passes * layers, PLUGIN, f"{why}: tokens sent to their experts' ranks", "",
+                   per_domain),
+        Collective("draft.ep_combine", "all_to_all", layout.ep, sent * m.activation_bits,
+                   passes * layers, PLUGIN, f"{why}: expert outputs returned", "", per_domain),
+    ]  # fmt: skip
     if spec.n_shared_experts > 0:
         ops.append(op("draft.shared_experts", layers * m.n_shared_experts * expert,
                       m.shared_expert_bits, layers, "gemm", spec.shared_expert_math))  # fmt: skip
