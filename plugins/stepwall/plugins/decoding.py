@@ -153,7 +153,7 @@ def stepwall_decoding(scenario: Scenario) -> Decoding:
                         "missing: the chain needs an acceptance or a measured accepted_tokens",
                         "decoding.acceptance = 0.8 or decoding.accepted_tokens = 2.5")  # fmt: skip
     n = int(scenario.decoding.drafts)  # the sum's length: each draft count compiled on its own
-    return _chain(scenario, n, d.accepted_tokens if given else _chain_tau(scenario, n))
+    return _chain(scenario, d.drafts, d.accepted_tokens if given else _chain_tau(scenario, n))
 
 
 def _chain_tau(scenario: Scenario, n: int) -> sp.Expr:
@@ -162,12 +162,12 @@ def _chain_tau(scenario: Scenario, n: int) -> sp.Expr:
     return chain_accepted(d.acceptance, n, d.acceptance_decay)
 
 
-def _chain(scenario: Scenario, n: int, tau: sp.Expr) -> Decoding:
+def _chain(scenario: Scenario, n: sp.Expr | int, tau: sp.Expr) -> Decoding:
     """An MTP step of n drafts per user accepting τ: verify M = 1 + n, n draft passes."""
-    d = scenario.params.decoding
+    d, n = scenario.params.decoding, sp.sympify(n)
     draft = Term("spec.draft", n * d.draft_time, PLUGIN, "host time per draft token", "spec")
-    passes = sp.Integer(n) if scenario.decoding.draft_layers > 0 else sp.S.Zero
-    return Decoding(sp.Integer(1 + n), tau, (draft,), passes, d.draft_layers)
+    passes = n if scenario.decoding.draft_layers > 0 else sp.S.Zero
+    return Decoding(1 + n, tau, (draft,), passes, d.draft_layers)
 
 
 @hookimpl
