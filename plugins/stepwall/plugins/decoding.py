@@ -176,8 +176,9 @@ def stepwall_decoding_under_load(
 ) -> Decoding | None:
     """An MTP chain where the engine limits drafts under load: above ``draft_limit_batch``
     users per attention rank it verifies min(n, ``draft_limit``) drafts, at that count's own
-    τ (`stepwall.core.laws.under_load` on M, τ, the draft passes and their host time). A
-    measured ``accepted_tokens`` holds only at the n it was measured at."""
+    τ (`stepwall.core.laws.under_load` on the drafts and on τ; M, the draft passes and
+    their host time follow the drafts). A measured ``accepted_tokens`` holds only at the n
+    it was measured at."""
     if scenario.kinds["decoding"] != "mtp" or engine.draft_limit_batch is None:
         return None
     n = int(scenario.decoding.drafts)
@@ -193,19 +194,9 @@ def stepwall_decoding_under_load(
                         f"is measured at {n} drafts, but above engine.draft_limit_batch the "
                         f"engine verifies {m}", "a decoding.acceptance for the chain law at "
                         f"{m} drafts")  # fmt: skip
-    heavy = _chain(scenario, m, tau)
     b, limit = layout.users_per_attention_rank, engine.draft_limit_batch
-
-    def load(light: sp.Expr, other: sp.Expr) -> sp.Expr:
-        return under_load(light, other, b, limit)
-
-    (light_draft,), (heavy_draft,) = decoding.host, heavy.host
-    why = f"{light_draft.why}, fewer above the engine's draft limit"
-    draft = attrs.evolve(light_draft, expr=load(light_draft.expr, heavy_draft.expr), why=why)
-    return Decoding(load(decoding.verify_tokens, heavy.verify_tokens),
-                    load(decoding.accepted_tokens, heavy.accepted_tokens), (draft,),
-                    load(decoding.draft_passes, heavy.draft_passes),
-                    decoding.draft_layers)  # fmt: skip
+    drafts = under_load(scenario.params.decoding.drafts, sp.Integer(m), b, limit)
+    return _chain(scenario, drafts, under_load(decoding.accepted_tokens, tau, b, limit))
 
 
 @hookimpl
