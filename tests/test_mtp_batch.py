@@ -165,3 +165,12 @@ def test_search_keeps_the_drafts_it_is_given() -> None:
 def test_search_refuses_a_measured_tau_over_varied_drafts() -> None:
     with pytest.raises(SpecError, match="measured τ at one draft count"):
         _plan(sets=["decoding.accepted_tokens=2.5"], vary=[("decoding.drafts", [1, 2])])
+
+
+def test_other_drafts_than_a_measured_tau_was_stated_at_are_refused(tmp_path: Any) -> None:
+    spec = tmp_path / "measured.toml"
+    spec.write_text('name = "measured"\nfrom = "dsr1-fp4-b200-tp8-minlat"\n[decoding]\n'
+                    'kind = "mtp"\ndrafts = 1\naccepted_tokens = 1.92\n')  # fmt: skip
+    assert _tau_m(build_model(spec), build_model(spec).evaluate()) == (pytest.approx(1.92), 2.0)
+    with pytest.raises(SpecError, match="was measured at the drafts stated there"):
+        build_model(spec, ["decoding.drafts=3"])

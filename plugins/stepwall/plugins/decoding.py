@@ -153,6 +153,13 @@ def stepwall_decoding(scenario: Scenario) -> Decoding:
                         "missing: the chain needs an acceptance or a measured accepted_tokens",
                         "decoding.acceptance = 0.8 or decoding.accepted_tokens = 2.5")  # fmt: skip
     n = int(scenario.decoding.drafts)  # the sum's length: each draft count compiled on its own
+    if given and scenario.file_of("decoding.drafts") == "--set" != scenario.file_of(
+        "decoding.accepted_tokens"
+    ):
+        raise SpecError("--set", "decoding.drafts", f"{n} drafts, but decoding.accepted_tokens "
+                        f"in {scenario.file_of('decoding.accepted_tokens')} was measured at the "
+                        "drafts stated there", "--set decoding.accepted_tokens measured at "
+                        "these drafts, or decoding.acceptance for the chain law")  # fmt: skip
     return _chain(scenario, d.drafts, d.accepted_tokens if given else _chain_tau(scenario, n))
 
 
