@@ -132,7 +132,7 @@ def test_a_draft_pass_hits_the_experts_a_target_layer_does(ep: int) -> None:
                                  "decoding.acceptance=0.8", "decoding.draft_layers=1"])  # fmt: skip
     plain = build_model(INLINE, lay)
     d_ev, p_ev = draft.evaluate(), plain.evaluate()
-    n_moe = 61 - 3  # DeepSeek-V3: 61 layers, the first 3 dense (config.json)
+    n_moe = draft.scenario.value("model.n_layers") - draft.scenario.value("model.n_dense_layers")
     for field in ("bytes", "flops"):
         per_layer = float(p_ev["ops"]["moe.routed_experts"][field]) / n_moe
         assert float(d_ev["ops"]["draft.experts"][field]) == pytest.approx(per_layer, rel=1e-9)

@@ -429,6 +429,7 @@ def _returns() -> dict[str, tuple[type, bool]]:
         "stepwall_decoding": (Decoding, False),
         "stepwall_engine": (Engine, False),
         "stepwall_partition": (Layout, False),
+        "stepwall_decoding_under_load": (Decoding, False),
         "stepwall_steps": (Step, True),
         "stepwall_model_work": (Workload, False),
         "stepwall_compute_terms": (Term, True),
