@@ -80,6 +80,9 @@ from stepwall.spec.validation import load_scenario
 
 CHUNK = 65_536
 MAX_GPUS = 65_536  # GPUs in one deployment (--gpus)
+# drafts an `mtp` search tries when none are given: the MTP1-MTP3 the engines' DeepSeek recipes
+# run (TensorRT-LLM tech blog 1's ablation peaks at MTP3; InferenceX recipes mtp1-mtp3)
+MTP_DRAFTS = (1, 2, 3)
 DEFAULT_BATCH = (
     1,
     2,
@@ -227,6 +230,7 @@ class Variant:
     axes: tuple[tuple[str, tuple[Any, ...], np.ndarray], ...]  # (key, given, SI) of --vary
     ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)  # ranged spec values
     provides: Mapping[str, str] = attrs.field(factory=dict)  # requirement -> its spec path
+    pinned: Mapping[str, float] = attrs.field(factory=dict)  # structural --vary values (SI)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -477,13 +481,14 @@ def plan_search(
         for kind in decoding:
             own = [*base, f"decoding.kind={kind}"]
             mine = [s for s in sets if not _foreign(s, kind)]
+            kind_vary = _decoding_axes(kind, sets, vary)
             # a varied key needs a value to load the scenario: its first (the axis sets each)
-            firsts = [f"{k}={_first(v)}" for k, v in vary if not _skip(k, kind)]
+            firsts = [f"{k}={_first(v)}" for k, v in kind_vary if not _skip(k, kind)]
             probe = [*own, *mine, *firsts, *([f"{users}=1"] if users else [])]
-            sc = _load_variant(ref, registry, probe, model, opt, engine, kind, vary, sets)
-            lay, provides, searched = _space(registry, sc, sets, vary)
+            sc = _load_variant(ref, registry, probe, model, opt, engine, kind, kind_vary, sets)
+            lay, provides, searched = _space(registry, sc, sets, kind_vary)
             warnings += sc.warnings
-            axes = [axis_values(sc, k, v, warnings) for k, v in vary if not _skip(k, kind)]
+            axes = [axis_values(sc, k, v, warnings) for k, v in kind_vary if not _skip(k, kind)]
             values = {s.name: float(v) for s, v in sc.values.items()}
             domain, nodes, per_node = (int(values[provides[r]]) for r in
                                        ("scale_up_domain", "nodes", "gpus_per_node"))  # fmt: skip
@@ -580,6 +585,7 @@ def _pinned_variants(
                 axes=tuple((a.key, a.given, a.si) for a in free),
                 ranges=dict(getattr(sc, "ranges", {}) or {}),
                 provides=dict(provides),
+                pinned={k: float(si) for k, _, si in combo},
             )
         )
     return variants
@@ -645,6 +651,27 @@ def _foreign(assignment: str, kind: str) -> bool:
 
 def _skip(key: str, kind: str) -> bool:
     return key.startswith("decoding.") and kind == "autoregressive"
+
+
+def _decoding_axes(
+    kind: str, sets: Sequence[str], vary: Sequence[tuple[str, Any]]
+) -> list[tuple[str, Any]]:
+    """The --vary axes of one decoding kind: an `mtp` search given no drafts (by --set or
+    --vary) and no measured τ searches `MTP_DRAFTS`, each count compiled on its own at its
+    own τ(n); a measured ``accepted_tokens`` holds at one draft count, so it is refused with
+    drafts varied."""
+    if kind != "mtp":
+        return list(vary)
+    given = {_key(s) for s in sets}
+    varied = any(k == "decoding.drafts" for k, _ in vary)
+    if varied and "decoding.accepted_tokens" in given:
+        raise SpecError("--set", "decoding.accepted_tokens", "is a measured τ at one draft "
+                        "count, but --vary decoding.drafts searches several", "--set "
+                        "decoding.acceptance (the chain law at each count), or one drafts "
+                        "value")  # fmt: skip
+    if varied or given & {"decoding.drafts", "decoding.accepted_tokens"}:
+        return list(vary)
+    return [*vary, ("decoding.drafts", list(MTP_DRAFTS))]
 
 
 def _first(values: Any) -> str:
@@ -1122,7 +1149,7 @@ def _config(plan: Plan, v: Variant, at: Mapping[str, float], row: int) -> dict[s
         "users_per_rank": c // int(v.layouts.ranks[row]),
         "nodes": int(at[v.provides["nodes"]]),
     }
-    extra = {k: at[k] for k in at if k not in v.searched}
+    extra = {**v.pinned, **{k: at[k] for k in at if k not in v.searched}}
     if extra:
         out["vary"] = extra
     return out

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import sympy as sp
 
 from stepwall.core.dimensions import dimension_of
-from stepwall.core.errors import DimensionError
+from stepwall.core.errors import DimensionError, PluginError
 from stepwall.core.symbols import constant
 from stepwall.core.units import (
     BANDWIDTH,
@@ -346,13 +346,19 @@ def point_to_point(size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
 # ---------------------------------------------------------------- speculative decoding
 
 
-@law(DIMENSIONLESS, acceptance=DIMENSIONLESS)
-def chain_accepted(acceptance: sp.Expr, drafts: sp.Expr | int) -> sp.Expr:
-    """A chain of n drafts, each accepted with probability a given its prefix was:
-    τ = Σ_{i=0..n} a^i = (1 − a^(n+1)) / (1 − a) (Leviathan et al. 2023, eq. 1).
-    A whole-number n gives the sum itself, which stays finite as a → 1."""
+@law(DIMENSIONLESS, acceptance=DIMENSIONLESS, decay=DIMENSIONLESS)
+def chain_accepted(
+    acceptance: sp.Expr, drafts: sp.Expr | int, decay: sp.Expr | float = 1
+) -> sp.Expr:
+    """A chain of n drafts, the i-th accepted with probability a_i = a·d^(i−1) given its
+    prefix was: τ(n) = 1 + Σ_{i=1..n} Π_{j≤i} a_j = Σ_{i=0..n} a^i·d^(i(i−1)/2) (Leviathan et
+    al. 2023, eq. 1, at d = 1: (1 − a^(n+1)) / (1 − a); d < 1 for drafts predicted from drafts,
+    TensorRT-LLM tech blog 1's MTP 1-5 ablation). A whole-number n gives the sum itself, which
+    stays finite as a → 1; a symbolic n only at d = 1."""
     if isinstance(drafts, int):
-        return sp.Add(*(acceptance**i for i in range(drafts + 1)))
+        return sp.Add(*(acceptance**i * decay ** (i * (i - 1) // 2) for i in range(drafts + 1)))
+    if decay != 1:
+        raise PluginError("chain_accepted: a decay needs a whole-number draft count")
     return (1 - acceptance ** (drafts + 1)) / (1 - acceptance)
 
 
@@ -376,3 +382,11 @@ def partial_overlap(longest: sp.Expr, total: sp.Expr, hidden: sp.Expr) -> sp.Exp
     SGLang's TBO: one micro-batch's communication under the other's compute) have η < 1 where
     the kernels share SMs and links; η is the hidden share of the shorter side."""
     return longest + (1 - hidden) * (total - longest)
+
+
+@law(DIMENSIONLESS, users=DIMENSIONLESS, limit_batch=DIMENSIONLESS)
+def under_load(light: sp.Expr, heavy: sp.Expr, users: sp.Expr, limit_batch: sp.Expr) -> sp.Expr:
+    """An engine that limits speculation under load runs ``light`` while a rank's batch b is
+    at most B and ``heavy`` above it (TensorRT-LLM's speculative max_concurrency and
+    draft_len_schedule, vLLM's disable_by_batch_size): Piecewise on b, so it vectorises."""
+    return sp.Piecewise((light, users <= limit_batch), (heavy, True))

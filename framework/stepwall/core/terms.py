@@ -331,6 +331,10 @@ class Engine:
     prefill_chunk: sp.Expr = attrs.field(factory=lambda: sp.Integer(8192))
     memory_fraction: sp.Expr = sp.S.One  # of device memory, for weights and KV cache
     overlap_efficiency: sp.Expr = sp.S.One  # two-batch overlap's hidden share of the shorter side
+    # speculation under load: above draft_limit_batch users per attention rank, a draft chain
+    # verifies at most draft_limit drafts (None: never limited)
+    draft_limit_batch: sp.Expr | None = None
+    draft_limit: int = 0
 
 
 @attrs.frozen

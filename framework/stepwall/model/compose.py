@@ -346,6 +346,9 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         "stepwall_partition",
         "parallel",
     )
+    loaded = registry.call_owner("stepwall_decoding_under_load", scenario, decoding=decoding,
+                                 layout=layout, engine=engine)  # fmt: skip
+    decoding = loaded if loaded is not None else decoding
     steps = need(
         registry.call_owner(
             "stepwall_steps", scenario, decoding=decoding, layout=layout, engine=engine

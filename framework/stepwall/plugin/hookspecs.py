@@ -76,6 +76,15 @@ def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout | None:
 
 
 @hookspec(firstresult=True)
+def stepwall_decoding_under_load(
+    scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engine
+) -> Decoding | None:
+    """The decoding the engine runs at the layout's batch, where it limits speculation under
+    load (`Engine.draft_limit_batch`); None: ``decoding`` unchanged. Called on the owner of
+    the scenario's ``decoding`` kind, after the layout."""
+
+
+@hookspec(firstresult=True)
 def stepwall_steps(
     scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engine
 ) -> list[Step] | None:

@@ -81,6 +81,7 @@ REQUIRED_BUILTINS = {"formats": "every command's text, JSON and CSV output"}
 # The section whose kind selects the plugin for each kind-selected hook.
 OWNED_HOOKS = {
     "stepwall_decoding": "decoding",
+    "stepwall_decoding_under_load": "decoding",
     "stepwall_engine": "engine",
     "stepwall_partition": "parallel",
     "stepwall_steps": "workload",
@@ -428,6 +429,7 @@ def _returns() -> dict[str, tuple[type, bool]]:
         "stepwall_decoding": (Decoding, False),
         "stepwall_engine": (Engine, False),
         "stepwall_partition": (Layout, False),
+        "stepwall_decoding_under_load": (Decoding, False),
         "stepwall_steps": (Step, True),
         "stepwall_model_work": (Workload, False),
         "stepwall_compute_terms": (Term, True),

@@ -12,9 +12,9 @@ import sympy as sp
 
 from stepwall.core.errors import SpecError
 from stepwall.core.fields import KindSpec, quantity
-from stepwall.core.laws import chain_accepted, tree_accepted
+from stepwall.core.laws import chain_accepted, tree_accepted, under_load
 from stepwall.core.scenario import Scenario
-from stepwall.core.terms import Constraint, Decoding, Layout, Term, Workload
+from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Term, Workload
 from stepwall.plugin.hookspecs import hookimpl
 
 PLUGIN = "decoding"
@@ -74,14 +74,23 @@ class Mtp:
     )
     acceptance: float | None = quantity(
         "dimensionless",
-        "probability each next draft is accepted (not needed when accepted_tokens is given)",
+        "probability the first draft is accepted (not needed when accepted_tokens is given)",
         latex="a",
         maximum=0.999,
         default=None,
     )
+    acceptance_decay: float = quantity(
+        "dimensionless",
+        "factor on the acceptance per further draft: the i-th draft, given the ones before it "
+        "were, is accepted with probability a·d^(i−1) (1: every draft alike)",
+        latex="d",
+        maximum=1.0,
+        default=1.0,
+    )
     accepted_tokens: float | None = quantity(
         "dimensionless",
-        "measured accepted tokens per step τ (overrides the chain model)",
+        "measured accepted tokens per step τ at the stated drafts (overrides the chain model "
+        "there only)",
         latex=r"\tau",
         minimum=1.0,
         inclusive=True,
@@ -143,11 +152,58 @@ def stepwall_decoding(scenario: Scenario) -> Decoding:
         raise SpecError(scenario.file_of("decoding.acceptance"), "decoding.acceptance",
                         "missing: the chain needs an acceptance or a measured accepted_tokens",
                         "decoding.acceptance = 0.8 or decoding.accepted_tokens = 2.5")  # fmt: skip
-    tau = d.accepted_tokens if given else chain_accepted(d.acceptance, d.drafts)
-    draft = Term("spec.draft", d.drafts * d.draft_time, PLUGIN,
-                 "host time per draft token", "spec")  # fmt: skip
-    passes = d.drafts if scenario.decoding.draft_layers > 0 else sp.S.Zero
-    return Decoding(1 + d.drafts, tau, (draft,), passes, d.draft_layers)
+    n = int(scenario.decoding.drafts)  # the sum's length: each draft count compiled on its own
+    if given and scenario.file_of("decoding.drafts") == "--set" != scenario.file_of(
+        "decoding.accepted_tokens"
+    ):
+        raise SpecError("--set", "decoding.drafts", f"{n} drafts, but decoding.accepted_tokens "
+                        f"in {scenario.file_of('decoding.accepted_tokens')} was measured at the "
+                        "drafts stated there", "--set decoding.accepted_tokens measured at "
+                        "these drafts, or decoding.acceptance for the chain law")  # fmt: skip
+    return _chain(scenario, d.drafts, d.accepted_tokens if given else _chain_tau(scenario, n))
+
+
+def _chain_tau(scenario: Scenario, n: int) -> sp.Expr:
+    """τ(n) of the chain law at the spec's acceptance and decay."""
+    d = scenario.params.decoding
+    return chain_accepted(d.acceptance, n, d.acceptance_decay)
+
+
+def _chain(scenario: Scenario, n: sp.Expr | int, tau: sp.Expr) -> Decoding:
+    """An MTP step of n drafts per user accepting τ: verify M = 1 + n, n draft passes."""
+    d, n = scenario.params.decoding, sp.sympify(n)
+    draft = Term("spec.draft", n * d.draft_time, PLUGIN, "host time per draft token", "spec")
+    passes = n if scenario.decoding.draft_layers > 0 else sp.S.Zero
+    return Decoding(1 + n, tau, (draft,), passes, d.draft_layers)
+
+
+@hookimpl
+def stepwall_decoding_under_load(
+    scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engine
+) -> Decoding | None:
+    """An MTP chain where the engine limits drafts under load: above ``draft_limit_batch``
+    users per attention rank it verifies min(n, ``draft_limit``) drafts, at that count's own
+    τ (`stepwall.core.laws.under_load` on the drafts and on τ; M, the draft passes and
+    their host time follow the drafts). A measured ``accepted_tokens`` holds only at the n
+    it was measured at."""
+    if scenario.kinds["decoding"] != "mtp" or engine.draft_limit_batch is None:
+        return None
+    n = int(scenario.decoding.drafts)
+    m = min(n, engine.draft_limit)
+    if m == n:
+        return None
+    if scenario.decoding.acceptance is not None:
+        tau = _chain_tau(scenario, m)
+    elif m == 0:
+        tau = sp.S.One
+    else:
+        raise SpecError(scenario.file_of("decoding.accepted_tokens"), "decoding.accepted_tokens",
+                        f"is measured at {n} drafts, but above engine.draft_limit_batch the "
+                        f"engine verifies {m}", "a decoding.acceptance for the chain law at "
+                        f"{m} drafts")  # fmt: skip
+    b, limit = layout.users_per_attention_rank, engine.draft_limit_batch
+    drafts = under_load(scenario.params.decoding.drafts, sp.Integer(m), b, limit)
+    return _chain(scenario, drafts, under_load(decoding.accepted_tokens, tau, b, limit))
 
 
 @hookimpl

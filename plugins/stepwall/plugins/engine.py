@@ -119,6 +119,24 @@ class EngineSpec:
         integer=True,
         default=8192,
     )
+    draft_limit_batch: int | None = quantity(
+        "dimensionless",
+        "users per attention rank above which a draft chain verifies at most draft_limit "
+        "drafts (TensorRT-LLM speculative max_concurrency / draft_len_schedule, vLLM "
+        "disable_by_batch_size; none: never limited, each engine's default)",
+        latex="B_{spec}",
+        integer=True,
+        default=None,
+    )
+    draft_limit: int = quantity(
+        "dimensionless",
+        "drafts per user a chain verifies above draft_limit_batch (0: speculation off)",
+        latex="n_{load}",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        default=0,
+    )
 
 
 @hookimpl
@@ -140,6 +158,8 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         prefill_chunk=e.prefill_chunk,
         memory_fraction=e.memory_fraction,
         overlap_efficiency=e.overlap_efficiency,
+        draft_limit_batch=e.draft_limit_batch if spec.draft_limit_batch is not None else None,
+        draft_limit=int(spec.draft_limit),
     )
 
 

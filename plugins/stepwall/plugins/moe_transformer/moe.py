@@ -77,27 +77,46 @@ def _ranks_per_domain(scenario: Scenario, tp: sp.Expr, ep: sp.Expr) -> sp.Expr:
 def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
     """An MTP module's passes: ``draft_passes`` × (its decoder layers at one token per user,
     then the shared LM head), every weight read once per pass (DeepSeek-V3 §2.2: one full
-    MoE layer per module, reused for each draft by TensorRT-LLM's "MTP Eagle")."""
-    m, spec, tp = p.m, p.spec, p.layout.tp
+    MoE layer per module, reused for each draft by TensorRT-LLM's "MTP Eagle"). A pass routes
+    the replica's users, one token each, over all experts, split over the EP ranks as the
+    target's MoE layers are: the busiest GPU holds imbalance·E·(1−(1−k/E)^C)/ep of those hit
+    and runs k·C·imbalance/ep token-expert pairs."""
+    m, spec, layout = p.m, p.spec, p.layout
     users, context = p.step.users_per_rank, p.step.context
     passes, layers = decoding.draft_passes, decoding.draft_layers
-    expert = _expert(m, tp)
-    touched = expected_distinct_experts(m.n_experts, m.experts_per_token, users)
-    experts = layers * (touched + m.n_shared_experts) * expert
-    head = m.vocab * m.hidden * shard(m.vocab, tp)
+    expert = _expert(m, layout.tp)
+    hit = layout.imbalance * expected_distinct_experts(
+        m.n_experts, m.experts_per_token, p.step.users) / layout.ep  # fmt: skip
+    picks = layout.imbalance * p.step.users * m.experts_per_token / layout.ep
+    head = m.vocab * m.hidden * shard(m.vocab, layout.tp)
     why = "MTP draft module: one pass per draft token"
 
     def op(name: str, params: sp.Expr, bits: sp.Expr, kernels: sp.Expr, kind: str,
-           math: str) -> Op:  # fmt: skip
-        return Op(name, passes * params * bits, passes * params * users * FLOPS_PER_MAC, PLUGIN,
-                  why, "spec", passes * kernels, "", kind, math, users)  # fmt: skip
+           math: str, rows: sp.Expr = users, flops: sp.Expr | None = None) -> Op:  # fmt: skip
+        work = params * users * FLOPS_PER_MAC if flops is None else flops
+        return Op(name, passes * params * bits, passes * work, PLUGIN, why, "spec",
+                  passes * kernels, "", kind, math, rows)  # fmt: skip
 
-    return [
+    ops = [
         op("draft.attention", layers * att.params, m.attention_bits,
            layers * ATTENTION_GEMMS[spec.attention], "gemm", spec.attention_math),
         Op("draft.attention_core", passes * users * layers * context * att.kv_token,
            sp.Integer(0), PLUGIN, why, "spec", passes * layers, "", "attention",
            spec.attention_core_math),
-        op("draft.experts", experts, m.expert_bits, layers, "grouped_gemm", spec.expert_math),
+        op("draft.experts", layers * hit * expert, m.expert_bits, layers, "grouped_gemm",
+           spec.expert_math, picks / hit, layers * expert * picks * FLOPS_PER_MAC),
         op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math),
     ]  # fmt: skip
+    sent = layout.imbalance * users * m.experts_per_token * m.hidden  # as the target's layers
+    per_domain = _ranks_per_domain(p.scenario, layout.tp, layout.ep)
+    p.collectives += [
+        Collective("draft.ep_dispatch", "all_to_all", layout.ep, sent * m.dispatch_bits,
+                   passes * layers, PLUGIN, f"{why}: tokens sent to their experts' ranks", "",
+                   per_domain),
+        Collective("draft.ep_combine", "all_to_all", layout.ep, sent * m.activation_bits,
+                   passes * layers, PLUGIN, f"{why}: expert outputs returned", "", per_domain),
+    ]  # fmt: skip
+    if spec.n_shared_experts > 0:
+        ops.append(op("draft.shared_experts", layers * m.n_shared_experts * expert,
+                      m.shared_expert_bits, layers, "gemm", spec.shared_expert_math))  # fmt: skip
+    return ops
