@@ -463,15 +463,7 @@ def plan_search(
     spec = spec or Spec()
     _check_request(hardware, clusters, engines, gpus, workload, isl, osl, decoding, sets, vary,
                    batch, spec, registry)  # fmt: skip
-    cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
-    labels = [
-        h if hardware.count(h) == 1 else f"{h}/{c}" for h, c in zip(hardware, cl_list, strict=True)
-    ]
-    options = tuple(
-        Option(lb if len(engines) < 2 else f"{lb} {e}", h, c, e)
-        for lb, h, c in zip(labels, hardware, cl_list, strict=True)
-        for e in engines or [""]
-    )
+    options = _options(hardware, clusters, engines)
     base = [
         f"workload.kind={workload}",
         f"workload.input_tokens={isl}",
@@ -517,6 +509,22 @@ def plan_search(
                                          provides)  # fmt: skip
     return Plan(model, options, tuple(variants), spec, tuple(engines), workload,
                 tuple(dict.fromkeys(warnings)))  # fmt: skip
+
+
+def _options(
+    hardware: Sequence[str], clusters: Sequence[str], engines: Sequence[str]
+) -> tuple[Option, ...]:
+    """One option per hardware (with its cluster) and engine, labelled by the hardware (and
+    its cluster where a hardware is given twice), and by the engine where there are several."""
+    cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
+    labels = [
+        h if hardware.count(h) == 1 else f"{h}/{c}" for h, c in zip(hardware, cl_list, strict=True)
+    ]
+    return tuple(
+        Option(lb if len(engines) < 2 else f"{lb} {e}", h, c, e)
+        for lb, h, c in zip(labels, hardware, cl_list, strict=True)
+        for e in engines or [""]
+    )
 
 
 def _space(
