@@ -111,6 +111,16 @@ def test_a_path_applies_only_on_its_family() -> None:
     assert len(kernel_paths(load_scenario(PREFILL, kinds, ["engine=trtllm"]))) == 1
 
 
+def test_a_family_is_inherited_along_the_hardware_from_chain() -> None:
+    """mi325x starts from mi300x (CDNA3) and takes the 2025 ROCm build's CDNA3 path; mi355x
+    (CDNA4) does not."""
+    kinds = registry().kinds
+    sets = ["engine=sglang-rocm-2025"]
+    for hardware, paths in (("mi300x", 1), ("mi325x", 1), ("mi355x", 0)):
+        sc = load_scenario("dsv3-mi300x-tp8", kinds, [*sets, f"hardware={hardware}"])
+        assert len(kernel_paths(sc)) == paths, hardware
+
+
 def test_an_efficiency_factor_scales_the_compute_side() -> None:
     """vLLM 0.14's Hopper FP8 kernels: dense GEMMs at 0.547 and grouped GEMMs at 0.625 of the
     FP8 roof's calibrated plateau (its profile's numbers), the bytes side unchanged."""
@@ -215,7 +225,7 @@ def test_check_prints_the_engine_release() -> None:
     assert out.splitlines()[-1] == f"engine vllm: release {doc['version']} ({doc['date']})"
 
 
-@pytest.mark.parametrize("name", ["trtllm", "vllm", "vllm-0.14", "sglang"])
+@pytest.mark.parametrize("name", ["trtllm", "vllm", "vllm-0.14", "sglang", "sglang-rocm-2025"])
 def test_engine_profiles_state_their_release_with_sources(name: str) -> None:
     doc = spec("engines", name)
     assert doc["version"] and doc["date"]
