@@ -273,3 +273,6 @@ def test_search_refuses_an_engine_twice_or_unknown() -> None:
         search.plan_search("deepseek-v3-fp8", ["h200"], ["hgx-h200-ib"], gpus=[8],
                            engines=["trtllm", "vlm"])  # fmt: skip
     assert (e.value.where, e.value.key) == ("--engine", "vlm")
+    with pytest.raises(SpecError, match="is named by the search's options"):
+        search.plan_search("deepseek-v3-fp8", ["h200"], ["hgx-h200-ib"], gpus=[8],
+                           engines=["trtllm"], sets=["engine=vllm"])  # fmt: skip

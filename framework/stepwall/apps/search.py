@@ -76,7 +76,7 @@ from stepwall.plugin import registry as registries
 from stepwall.plugin.entries import Layouts, LayoutTable, Metric
 from stepwall.plugin.registry import Registry
 from stepwall.plugin.requirements import path as requirement_path
-from stepwall.spec.loader import INLINE
+from stepwall.spec.loader import CATALOG_DIRS, INLINE
 from stepwall.spec.validation import load_scenario
 
 CHUNK = 65_536
@@ -387,6 +387,9 @@ def _check_request(
     for flag, keys in (("--set", [a.partition("=")[0].strip() for a in sets]),
                        ("--vary", [k for k, _ in vary])):  # fmt: skip
         for k in keys:
+            if k.removesuffix(".from") in CATALOG_DIRS:  # --set engine=NAME: an option's own
+                raise SpecError(flag, k, "is named by the search's options",
+                                "MODEL, --hardware, --cluster and --engine E[,E2,…]")  # fmt: skip
             if k == "decoding.kind":
                 raise SpecError(flag, k, "is searched", "--decoding KIND[,KIND…]")
             if k.startswith("decoding.") and set(decoding) == {"autoregressive"}:
