@@ -90,7 +90,7 @@ def search_run() -> tuple[int, float, float]:
     spec = search.Spec(targets=(search.parse_condition("tokens_per_s_per_user>=50", "--at"),))
     plan = search.plan_search(
         "deepseek-v3-fp8", ["h200", "b200"], ["hgx-h200-ib", "hgx-b200-ib"],
-        gpus=list(range(8, 73, 8)), engine="trtllm", batch=list(range(1, 2501)), spec=spec,
+        gpus=list(range(8, 73, 8)), engines=["trtllm"], batch=list(range(1, 2501)), spec=spec,
     )  # fmt: skip
     cpu, wall = time.process_time(), time.perf_counter()
     result = search.run_search(plan)

@@ -1,8 +1,9 @@
 """Configuration search: the Pareto frontier of a model's serving layouts on several hardware
 options, the best layout at each interactivity target, and why it is the best.
 
-What is searched (`plan_search`). For each hardware option (a GPU spec with its cluster) and
-each decoding kind, the model is compiled once (`stepwall.model.compose.compile_scenario`, from the
+What is searched (`plan_search`). For each hardware option (a GPU spec with its cluster, and
+an engine profile of ``--engine``'s list: one option per hardware and engine) and each
+decoding kind, the model is compiled once (`stepwall.model.compose.compile_scenario`, from the
 disk cache when its shape was compiled before): one *variant*. Each variant's space is the
 product of
 
@@ -75,7 +76,7 @@ from stepwall.plugin import registry as registries
 from stepwall.plugin.entries import Layouts, LayoutTable, Metric
 from stepwall.plugin.registry import Registry
 from stepwall.plugin.requirements import path as requirement_path
-from stepwall.spec.loader import INLINE
+from stepwall.spec.loader import CATALOG_DIRS, INLINE
 from stepwall.spec.validation import load_scenario
 
 CHUNK = 65_536
@@ -207,11 +208,13 @@ def check_metric(name: str, where: str, known: Mapping[str, Metric] | None = Non
 
 @attrs.frozen
 class Option:
-    """One hardware option: a GPU spec on a cluster (one curve on the chart)."""
+    """One hardware option: a GPU spec on a cluster, served by an engine profile ("": the
+    plugin's default) (one curve on the chart)."""
 
     label: str
     hardware: str
     cluster: str
+    engine: str = ""
 
 
 @attrs.frozen
@@ -298,7 +301,7 @@ class Plan:
     options: tuple[Option, ...]
     variants: tuple[Variant, ...]
     spec: Spec
-    engine: str
+    engines: tuple[str, ...]  # --engine's profiles ((): the plugin's default)
     workload: str
     warnings: tuple[str, ...] = ()
 
@@ -330,6 +333,7 @@ def _short(x: float) -> str:
 def _check_request(
     hardware: Sequence[str],
     clusters: Sequence[str],
+    engines: Sequence[str],
     gpus: Sequence[int],
     workload: str,
     isl: int,
@@ -369,6 +373,9 @@ def _check_request(
         if len(given) > MAX_VALUES:
             raise SpecError("search", flag, f"{len(given):,} values",
                             f"at most {MAX_VALUES:,} on one axis")  # fmt: skip
+    twice_engine = first_repeat(engines)
+    if twice_engine is not None:
+        raise SpecError("--engine", twice_engine, "is given twice", "each engine once")
     if not decoding:
         raise SpecError("search", "--decoding", "names no decoding kind",
                         "KIND[,KIND…], e.g. autoregressive,mtp")  # fmt: skip
@@ -384,6 +391,9 @@ def _check_request(
     for flag, keys in (("--set", [a.partition("=")[0].strip() for a in sets]),
                        ("--vary", [k for k, _ in vary])):  # fmt: skip
         for k in keys:
+            if k.removesuffix(".from") in CATALOG_DIRS:  # --set engine=NAME: an option's own
+                raise SpecError(flag, k, "is named by the search's options",
+                                "MODEL, --hardware, --cluster and --engine E[,E2,…]")  # fmt: skip
             if k == "decoding.kind":
                 raise SpecError(flag, k, "is searched", "--decoding KIND[,KIND…]")
             if k.startswith("decoding.") and set(decoding) == {"autoregressive"}:
@@ -442,7 +452,7 @@ def plan_search(
     clusters: Sequence[str],
     *,
     gpus: Sequence[int] = (),
-    engine: str = "",
+    engines: Sequence[str] = (),
     workload: str = "serving",
     isl: int = 1024,
     osl: int = 1024,
@@ -458,13 +468,9 @@ def plan_search(
 
     registry = registry or registries.default()
     spec = spec or Spec()
-    _check_request(hardware, clusters, gpus, workload, isl, osl, decoding, sets, vary, batch, spec,
-                   registry)  # fmt: skip
-    cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
-    labels = [
-        h if hardware.count(h) == 1 else f"{h}/{c}" for h, c in zip(hardware, cl_list, strict=True)
-    ]
-    options = tuple(Option(lb, h, c) for lb, h, c in zip(labels, hardware, cl_list, strict=True))
+    _check_request(hardware, clusters, engines, gpus, workload, isl, osl, decoding, sets, vary,
+                   batch, spec, registry)  # fmt: skip
+    options = _options(hardware, clusters, engines)
     base = [
         f"workload.kind={workload}",
         f"workload.input_tokens={isl}",
@@ -477,7 +483,7 @@ def plan_search(
     warnings: list[str] = []
     total = 0  # points of the variants so far (structural ones included)
     for opt in options:
-        ref = _inline(model, opt.hardware, opt.cluster, engine)
+        ref = _inline(model, opt.hardware, opt.cluster, opt.engine)
         for kind in decoding:
             own = [*base, f"decoding.kind={kind}"]
             mine = [s for s in sets if not _foreign(s, kind)]
@@ -485,7 +491,7 @@ def plan_search(
             # a varied key needs a value to load the scenario: its first (the axis sets each)
             firsts = [f"{k}={_first(v)}" for k, v in kind_vary if not _skip(k, kind)]
             probe = [*own, *mine, *firsts, *([f"{users}=1"] if users else [])]
-            sc = _load_variant(ref, registry, probe, model, opt, engine, kind, kind_vary, sets)
+            sc = _load_variant(ref, registry, probe, model, opt, kind, kind_vary, sets)
             lay, provides, searched = _space(registry, sc, sets, kind_vary)
             warnings += sc.warnings
             axes = [axis_values(sc, k, v, warnings) for k, v in kind_vary if not _skip(k, kind)]
@@ -509,8 +515,23 @@ def plan_search(
             variants += _pinned_variants(opt, kind, ref, registry, probe, (*own, *mine), sc,
                                          numeric, values, layouts, batch, axes, cache,
                                          provides)  # fmt: skip
-    return Plan(
-        model, options, tuple(variants), spec, engine, workload, tuple(dict.fromkeys(warnings))
+    return Plan(model, options, tuple(variants), spec, tuple(engines), workload,
+                tuple(dict.fromkeys(warnings)))  # fmt: skip
+
+
+def _options(
+    hardware: Sequence[str], clusters: Sequence[str], engines: Sequence[str]
+) -> tuple[Option, ...]:
+    """One option per hardware (with its cluster) and engine, labelled by the hardware (and
+    its cluster where a hardware is given twice), and by the engine where there are several."""
+    cl_list = list(clusters) * (len(hardware) if len(clusters) == 1 else 1)
+    labels = [
+        h if hardware.count(h) == 1 else f"{h}/{c}" for h, c in zip(hardware, cl_list, strict=True)
+    ]
+    return tuple(
+        Option(lb if len(engines) < 2 else f"{lb} {e}", h, c, e)
+        for lb, h, c in zip(labels, hardware, cl_list, strict=True)
+        for e in engines or [""]
     )
 
 
@@ -597,7 +618,6 @@ def _load_variant(
     probe: Sequence[str],
     model: str,
     opt: Option,
-    engine: str,
     kind: str,
     vary: Sequence[tuple[str, Any]],
     sets: Sequence[str],
@@ -620,7 +640,7 @@ def _load_variant(
             raise SpecError("--decoding", kind, e.problem, e.expected) from None
         named = {"model": ("MODEL", model), "hardware": ("--hardware", opt.hardware),
                  "cluster": ("--cluster", opt.cluster),
-                 "engine": ("--engine", engine)}  # fmt: skip
+                 "engine": ("--engine", opt.engine)}  # fmt: skip
         if e.where == INLINE and e.key in named:  # a name given on the command line
             flag, ref_given = named[e.key]
             raise SpecError(flag, ref_given, e.problem, e.expected) from None
@@ -1141,7 +1161,7 @@ def _config(plan: Plan, v: Variant, at: Mapping[str, float], row: int) -> dict[s
     out: dict[str, Any] = {
         "hardware": v.option.hardware,
         "cluster": v.option.cluster,
-        "engine": plan.engine or None,
+        "engine": v.option.engine or None,
         "decoding": v.decoding,
         "gpus": int(v.layouts.gpus[row]),
         **{_degree(k): int(at[k]) for k in v.layouts.degrees},
@@ -1296,7 +1316,7 @@ def document(result: Result) -> dict[str, Any]:
     plan, spec = result.plan, result.plan.spec
     return {
         "model": plan.model,
-        "engine": plan.engine or None,
+        "engine": plan.engines[0] if len(plan.engines) == 1 else None,
         "workload": plan.workload,
         "x": spec.x,
         "y": spec.y,
@@ -1307,6 +1327,7 @@ def document(result: Result) -> dict[str, Any]:
                 "label": o.label,
                 "hardware": o.hardware,
                 "cluster": o.cluster,
+                "engine": o.engine or None,
                 "variants": sum(1 for v in plan.variants if v.option == o),
                 "points": sum(v.size for v in plan.variants if v.option == o),
             }
@@ -1360,7 +1381,11 @@ def text(result: Result) -> str:
     many = len(plan.options) > 1
     for opt in plan.options:
         pts = [p for p in result.frontier if p["option"] == opt.label]
-        where = f" on {opt.cluster}" if opt.label == opt.hardware else ""
+        where = (
+            f" on {opt.cluster}"
+            if opt.label in (opt.hardware, f"{opt.hardware} {opt.engine}")
+            else ""
+        )
         lines += ["", f"frontier {opt.label}{where}: {len(pts)} points"]
         rows = [head] + [
             (
@@ -1426,12 +1451,13 @@ def frontier_table(result: Result) -> Any:
         "option",
         "hardware",
         "cluster",
+        "engine",
         "decoding",
         "gpus",
         *_degrees(result.plan),
         "concurrency",
     )
-    cols = [Column(k, kind="text" if k in keys[:4] else "int") for k in keys]
+    cols = [Column(k, kind="text" if k in keys[:5] else "int") for k in keys]
     cols += [Column(m, METRIC_UNITS.get(m, "")) for m in METRICS]
     cols += [Column("overall", kind="bool"), Column("command", kind="text")]
     rows = []
@@ -1616,8 +1642,9 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         raise SpecError("search", "--workers", f"{ns.workers} worker processes", "at least 1")
     if ns.workers is not None and not (ns.dask or ns.scheduler):
         raise SpecError("search", "--workers", "has no effect without --dask", "--dask --workers N")
-    if ns.engine is not None and not ns.engine.strip():  # not "the plugin's default"
-        raise SpecError("search", "--engine", "'' names no engine", "a catalog name, e.g. trtllm")
+    if ns.engine is not None and not ns.engine.strip(" ,"):  # not "the plugin's default"
+        raise SpecError("search", "--engine", f"{ns.engine!r} names no engine",
+                        "catalog names, e.g. trtllm or trtllm,vllm")  # fmt: skip
     known = metric_table(registry)
     targets = tuple(parse_condition(t, "--at", known=known) for t in ns.at)
     where = [parse_condition(w, "--where", known=known) for w in ns.where]
@@ -1651,12 +1678,13 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         Path(str(target)).resolve() == Path(str(plot_target)).resolve())  # fmt: skip
     if same:
         raise SpecError("--plot", str(ns.plot), "is the -o file too", "another file for the chart")
+    engines = [e.strip() for e in (ns.engine or "").split(",") if e.strip()]
     plan = plan_search(
         ns.model,
         hardware,
         clusters,
         gpus=_ints(ns.gpus, "--gpus") if ns.gpus is not None else (),
-        engine=ns.engine or "",
+        engines=engines,
         workload=ns.workload,
         isl=ns.isl,
         osl=ns.osl,

@@ -496,7 +496,7 @@ def _search(members: Sequence[Row], registry: Registry, intervals: bands.Interva
     spec = Spec(targets[0].metric, metric, metric, targets, space.where, minimize)
     try:
         plan = plan_search(refs["model"], [refs["hardware"]], [refs["cluster"]],
-                           gpus=space.gpus, engine=refs["engine"], workload=space.workload,
+                           gpus=space.gpus, engines=[refs["engine"]], workload=space.workload,
                            isl=space.isl, osl=space.osl, decoding=space.decoding,
                            sets=(*sets, *head.spec.set), vary=[parse_vary(v) for v in space.vary],
                            batch=space.batch, spec=spec, registry=registry)  # fmt: skip

@@ -19,7 +19,8 @@ Search a model's serving configurations on one or more hardware options and prin
 frontier of tokens/s per GPU against tokens/s per user, the best configuration at each
 interactivity target and what binds it.
 
-The space, per hardware option (a GPU spec with its cluster) and decoding kind:
+The space, per hardware option (a GPU spec with its cluster, and each --engine profile) and
+decoding kind:
   layouts   every tp × ep × dp = N for each N of --gpus (tp within one scale-up domain;
             ep spreads experts and runs attention data-parallel across it; dp replicas)
   batch     users per attention rank (--batch); a replica serves C = batch × ep users
@@ -41,6 +42,8 @@ examples:
       --gpus 8..72:8 --engine trtllm --at "tokens_per_s_per_user>=50" --ttft "<=2s"
   stepwall search deepseek-v3-fp8 --hardware h100,h200 --cluster hgx-h100-ib,hgx-h200-ib \\
       --objective usd_per_million_tokens --at "tokens_per_s_per_user>=20" --json
+  stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8 \\
+      --engine trtllm,vllm,sglang --at "tokens_per_s_per_user>=20"
   stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8..72:8 \\
       --batch 1..4096 --dask --workers 2 -o frontier.csv --plot frontier.svg
 
@@ -88,8 +91,9 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument(
         "--engine",
         default=None,
-        metavar="E",
-        help="engine profile (catalog name, e.g. trtllm; default: the plugin's)",
+        metavar="E[,E2,…]",
+        help="engine profiles to compare, comma-separated (catalog names or paths, e.g. "
+        "trtllm,vllm,sglang; default: the plugin's): each hardware × engine is one option",
     )
     p.add_argument(
         "--workload",

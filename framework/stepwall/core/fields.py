@@ -79,6 +79,13 @@ def flag(doc: str, *, default: bool = False) -> Any:
     return attrs.field(default=default, metadata={"bool": True, "doc": doc}, kw_only=True)
 
 
+def text(doc: str, *, default: Any = attrs.NOTHING, pattern: str = "", example: str = "") -> Any:
+    """Declare a text field (a version, a date); ``pattern`` (a regular expression the whole
+    value must match, shown to the user as ``example``) when its form is fixed."""
+    meta = {"doc": doc, "pattern": pattern, "example": example} if pattern else {"doc": doc}
+    return attrs.field(default=default, metadata=meta, kw_only=True)
+
+
 @attrs.frozen
 class KindSpec:
     """A plugin's claim: section ``section`` with ``kind = kind`` has these fields.

@@ -17,7 +17,10 @@ bandwidth efficiency and kernel floor):
   library (φ, `Engine.floor_factor`).
 
 A precision the GPU has no tensor cores for runs at the next wider one that it has
-(fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts.
+(fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts;
+where the engine states a kernel path for the GPU's family and the op's precision
+(`stepwall.core.terms.KernelPath`), the op runs at that path's roof, at its factor on the
+roof's plateau efficiency.
 Efficiencies, n½ and floors are fitted to microbenchmarks of the primitives
 (``stepwall calibrate``), each with its source in the hardware spec.
 """
@@ -33,7 +36,7 @@ import sympy as sp
 from stepwall.core.errors import PluginError, SpecError
 from stepwall.core.laws import floor_time, roofline_rows
 from stepwall.core.scenario import Scenario
-from stepwall.core.terms import OP_KINDS, Engine, Op, OpKind, Term
+from stepwall.core.terms import OP_KINDS, Engine, KernelPath, Op, OpKind, Term
 
 
 @attrs.frozen
@@ -112,7 +115,8 @@ def op_terms(
     efficiency = getattr(hw, eff_field) if stated else hw.hbm_efficiency
     if engine.memory_efficiency is not None:  # the engine's own measured streaming rate
         efficiency = engine.memory_efficiency
-    used, r = roof(scenario, op.precision)
+    path = engine.kernel_path(op.precision)  # the engine's kernels for this GPU family
+    used, r = roof(scenario, path.runs_as)
     lane = op.overlap if overlap is None else overlap
     slow = 1 / (1 - engine.comm_sm_fraction) if engine.two_batch_overlap else sp.S.One
     moved = op.bytes if bytes_ is None else bytes_
@@ -122,6 +126,7 @@ def op_terms(
     if kind.ramp == "expert_rows" and stated_moe:
         half_rows = r.moe_half_rows  # the experts' grouped GEMMs ramp up on their own
     rows, capped = op.rows, True
+    factor = path.moe_factor if kind.ramp == "expert_rows" else path.factor
     if kind.ramp == "context":  # its ramp is in the context each query reads
         stated_half = scenario.hardware.attention_half_context is not None
         half_rows = hw.attention_half_context if stated_half else sp.S.Zero
@@ -134,9 +139,12 @@ def op_terms(
     ):
         serial = hw.attention_user_bandwidth
     if moved != 0 or op.flops != 0:
-        t = roofline_rows(moved, op.flops, hw.hbm_bandwidth, efficiency, r.flops, r.efficiency,
-                          rows, half_rows, op.serial_bytes, serial, capped)  # fmt: skip
+        t = roofline_rows(moved, op.flops, hw.hbm_bandwidth, efficiency, r.flops,
+                          r.efficiency * factor, rows, half_rows, op.serial_bytes, serial,
+                          capped)  # fmt: skip
         at = op.precision if used == op.precision else f"{op.precision} at the {used} roof"
+        if path != KernelPath(op.precision, op.precision):
+            at += ", the engine's kernel path"
         terms.append(Term(op.name, slow * t, plugin, why or f"roofline ({at}) of {op.why}",
                           op.group, lane))  # fmt: skip
     if op.kernels != 0:

@@ -102,6 +102,8 @@ class Term:
 
 
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor cores run
+# GPU architecture families an engine's kernel paths are stated for (`KernelPath`)
+FAMILIES = ("hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4")
 RAMPS = ("rows", "expert_rows", "context")  # what an op kind's compute ramp is in
 
 
@@ -306,6 +308,20 @@ class Layout:
 
 
 @attrs.frozen
+class KernelPath:
+    """How an engine's kernels run ops of math ``precision`` on the scenario's GPU family:
+    on the tensor cores of ``runs_as`` (fp4 as bf16 on Hopper: W4A16, the weights streamed at
+    their own bits and dequantised before the MMA), at ``factor`` times that roof's
+    calibrated plateau efficiency (the calibrated library's time over this engine's), and at
+    ``moe_factor`` times it in the routed experts' grouped GEMMs."""
+
+    precision: str
+    runs_as: str
+    factor: sp.Expr = sp.S.One
+    moe_factor: sp.Expr = sp.S.One
+
+
+@attrs.frozen
 class Engine:
     """What the serving engine decides (the ``engine`` section's plugin): the kernels it
     launches per decoder layer besides the model's GEMMs, attention and experts (norms,
@@ -335,6 +351,13 @@ class Engine:
     # verifies at most draft_limit drafts (None: never limited)
     draft_limit_batch: sp.Expr | None = None
     draft_limit: int = 0
+    kernel_paths: tuple[KernelPath, ...] = ()  # where its kernels differ from the roofs
+
+    def kernel_path(self, precision: str) -> KernelPath:
+        """How the engine runs ops of ``precision`` (as they are, at the calibrated roof,
+        where it states no path)."""
+        return next((k for k in self.kernel_paths if k.precision == precision),
+                    KernelPath(precision, precision))  # fmt: skip
 
 
 @attrs.frozen

@@ -45,7 +45,13 @@ from stepwall.numeric.compiled import (
 )
 from stepwall.numeric.files import atomic_write, json_text
 from stepwall.spec.grammar import is_range
-from stepwall.spec.loader import expand_references, override_text, parse_set, read_scenario
+from stepwall.spec.loader import (
+    expand_references,
+    override_text,
+    parse_set,
+    read_scenario,
+    with_references,
+)
 from stepwall.spec.values import check_quantity
 
 if TYPE_CHECKING:
@@ -61,11 +67,13 @@ _NUMBER_TYPES: tuple[Any, ...] = (None, float, "float", float | None, "float | N
 _WHOLE_TYPES: tuple[Any, ...] = (int, "int", int | None, "int | None")
 
 
-def _identity(ref: str) -> list[Any] | None:
-    """What both entry keys of ``ref`` start with (see the module doc); None when the
-    scenario cannot be read (the full path then says why) or the code cannot be identified."""
+def _identity(ref: str, sets: Sequence[str]) -> list[Any] | None:
+    """What both entry keys of ``ref`` start with (see the module doc), with the catalog
+    entries ``sets`` swap in (``--set engine=NAME``); None when the scenario cannot be read
+    (the full path then says why) or the code cannot be identified."""
     try:
         path, flat = read_scenario(ref)
+        flat, _ = with_references(flat, sets)
         flat, _ = expand_references(flat, (path.resolve(),))
     except (StepwallError, OSError, RecursionError):
         return None
@@ -78,7 +86,7 @@ def _identity(ref: str) -> list[Any] | None:
 def remember(ref: str, sets: Sequence[str], scenario: Scenario, numeric: CompiledModel) -> None:
     """Store what a later `lookup` of the same eval, or of the same keys set to other values,
     needs (a feasible point, without ranges)."""
-    identity = _identity(ref)
+    identity = _identity(ref, sets)
     if identity is None:
         return
     entry = {
@@ -128,7 +136,7 @@ def lookup(ref: str, sets: Sequence[str]) -> Mapping[str, Any] | None:
     """What ``stepwall eval ref --set sets…`` prints, as `remember` stored it: the compiled
     model (as JSON), the values, the scenario's info and the warnings; from the point entry,
     else from the shape entry with the new values; None when neither serves."""
-    identity = _identity(ref)
+    identity = _identity(ref, sets)
     if identity is None:
         return None
     found = _read("point", identity, sets)

@@ -10,7 +10,7 @@ themselves start ``from`` another. Errors are one line: ``file:key: what is wron
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +294,27 @@ def parse_set(assignment: str) -> tuple[str, Any]:
     except tomllib.TOMLDecodeError:
         value = raw
     return key, value
+
+
+def with_references(flat: Flat, sets: Sequence[str]) -> tuple[Flat, tuple[str, ...]]:
+    """``--set engine=NAME`` or ``--set engine.from=NAME`` (any catalog section): ``flat`` with
+    that entry in place of the one the scenario names (keys the scenario itself sets in the
+    section still apply over it, as over a ``from``); and the other assignments, in order."""
+    out, rest = dict(flat), []
+    for assignment in sets:
+        key, value = parse_set(assignment)
+        section = key.removesuffix(".from")
+        if section not in CATALOG_DIRS:
+            rest.append(assignment)
+            continue
+        if not isinstance(value, str) or not value:
+            names = catalog_names(CATALOG_DIRS[section])
+            raise SpecError("--set", key, f"{value!r} is not a name",
+                            f"a file path or one of: {', '.join(names)}")  # fmt: skip
+        for k in (section, f"{section}.from"):
+            out.pop(k, None)
+        out[key] = (value, "--set")
+    return out, tuple(rest)
 
 
 def override_text(assignment: str) -> str:

@@ -9,6 +9,7 @@ the bad key (or, for a missing key, the file that should have had it).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from stepwall.spec.loader import (
     parse_set,
     read_scenario,
     read_toml,
+    with_references,
 )
 from stepwall.spec.values import check_magnitude, check_quantity
 
@@ -84,6 +86,8 @@ def check_value(
     if "dim" not in meta:  # free text such as a source
         if not isinstance(value, str):
             raise SpecError(where, key, f"{value!r} is not text", "a string")
+        if meta.get("pattern") and not re.fullmatch(meta["pattern"], value):
+            raise SpecError(where, key, f"{value!r} is not {meta['doc']}", meta["example"])
         return value
     if is_range(value):
         return check_range(f, value, where, key, warnings, ranges)
@@ -303,13 +307,14 @@ def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Sc
         raise SpecError(str(given), "", f"is {a_kind(entry)} entry, not a scenario",
                         "a scenario naming model, hardware and cluster")  # fmt: skip
     path, flat = read_scenario(str(ref))
+    flat, values_set = with_references(flat, sets)
     flat, files = expand_references(flat, (path.resolve(),))
     renames: list[str] = []
     flat = _renamed(flat, renames)
     name = str(flat.pop("name", (path.stem, ""))[0])
     flat.pop("description", None)
     sections = _sections(kinds)
-    for assignment in sets:
+    for assignment in values_set:
         key, value = parse_set(assignment)
         if key in RENAMED:
             renames.append(f"--set {key} is now {RENAMED[key]} (renamed; please update)")

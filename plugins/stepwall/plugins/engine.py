@@ -14,7 +14,11 @@ An engine profile (``specs/engines/*.toml``) states, each with its source:
 - the host time added per kernel launch without CUDA graphs (``launch_overhead``), as a term;
 - the share of device memory it gives weights and the KV cache;
 - how it overlaps work: two-batch overlap, shared experts during dispatch, the share of the
-  GPU communication kernels take, and the prefill chunk of aggregated serving.
+  GPU communication kernels take, and the prefill chunk of aggregated serving;
+- the release it describes (``version``, ``date``), and its kernel paths: per GPU family
+  (``hardware.family``) and op precision, a table ``[FAMILY.PRECISION]`` with the precision
+  the kernels run at (``runs_as``) and a factor on that roof's calibrated efficiency, where
+  they differ from the calibrated roof (`stepwall.core.terms.KernelPath`).
 """
 
 from __future__ import annotations
@@ -24,10 +28,21 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.core.fields import FACTOR, FRACTION, KindSpec, flag, quantity
+from stepwall.core.fields import FACTOR, FRACTION, KindSpec, choice, flag, quantity, text
 from stepwall.core.laws import launch_time
+from stepwall.core.roofline import roof
 from stepwall.core.scenario import Scenario
-from stepwall.core.terms import Decoding, Engine, Step, Term, Workload
+from stepwall.core.terms import (
+    FAMILIES,
+    PRECISIONS,
+    Constraint,
+    Decoding,
+    Engine,
+    KernelPath,
+    Step,
+    Term,
+    Workload,
+)
 from stepwall.plugin.hookspecs import hookimpl
 
 PLUGIN = "engine"
@@ -137,11 +152,62 @@ class EngineSpec:
         inclusive=True,
         default=0,
     )
+    version: str = text('the engine release the profile describes ("": unstated)', default="")
+    date: str = text(
+        "a release date, YYYY-MM or YYYY-MM-DD",
+        default="",
+        pattern=r"(19|20)\d\d-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?",
+        example="e.g. 2026-08 or 2026-08-21, the date of the release the profile describes",
+    )
+
+
+@attrs.frozen
+class KernelPathSpec:
+    runs_as: str | None = choice(
+        PRECISIONS,
+        "tensor-core precision these ops run at (fp4 as bf16: W4A16, the weights streamed at "
+        "their own bits and dequantised before the MMA; default: their own)",
+        default=None,
+    )
+    efficiency_factor: float = quantity(
+        "dimensionless",
+        "factor on that roof's calibrated plateau efficiency for this engine's kernels (the "
+        "calibrated library's time over this engine's on the same GEMMs)",
+        latex=r"\kappa_{path}",
+        default=1.0,
+        plausible=FACTOR,
+    )
+    moe_efficiency_factor: float | None = quantity(
+        "dimensionless",
+        "the same factor in the routed experts' grouped GEMMs (default: efficiency_factor)",
+        latex=r"\kappa_{path,moe}",
+        default=None,
+        plausible=FACTOR,
+    )
 
 
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
-    return [KindSpec("engine", "engine", EngineSpec, "a serving engine's profile", True)]
+    paths = [KindSpec(f"engine.{f}.{p}", "kernel_path", KernelPathSpec, f"how the engine runs "
+                      f"{p} ops on {f} GPUs (hardware.family)") for f in FAMILIES
+             for p in PRECISIONS]  # fmt: skip
+    return [KindSpec("engine", "engine", EngineSpec, "a serving engine's profile", True), *paths]
+
+
+def kernel_paths(scenario: Scenario) -> tuple[KernelPath, ...]:
+    """The engine's kernel paths for the scenario's GPU family (``[engine] FAMILY.PRECISION``;
+    none for a GPU that states no family)."""
+    family = getattr(scenario.sections["hardware"], "family", None)
+    out = []
+    for p in PRECISIONS:
+        at = f"engine.{family}.{p}"
+        if family is not None and at in scenario.sections:
+            given = scenario.sections[at]
+            factor = scenario.parameter(f"{at}.efficiency_factor")
+            moe = factor if given.moe_efficiency_factor is None else scenario.parameter(
+                f"{at}.moe_efficiency_factor")  # fmt: skip
+            out.append(KernelPath(p, given.runs_as or p, factor, moe))
+    return tuple(out)
 
 
 @hookimpl
@@ -160,7 +226,24 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         overlap_efficiency=e.overlap_efficiency,
         draft_limit_batch=e.draft_limit_batch if spec.draft_limit_batch is not None else None,
         draft_limit=int(spec.draft_limit),
+        kernel_paths=kernel_paths(scenario),
     )
+
+
+@hookimpl
+def stepwall_constraints(scenario: Scenario) -> list[Constraint]:
+    """A kernel path runs at most at its roof's peak: η_p × κ_path ≤ 1."""
+    family = getattr(scenario.sections["hardware"], "family", None)
+    out = []
+    for k in kernel_paths(scenario):
+        _, r = roof(scenario, k.runs_as)
+        at = f"engine.{family}.{k.precision}"
+        out.append(Constraint(f"kernel_path_{k.precision}_within_peak",
+                              r.efficiency * sp.Max(k.factor, k.moe_factor) <= 1,
+                              f"{k.precision} kernels on {family} run at most at the "
+                              f"{k.runs_as} peak", (f"{at}.efficiency_factor",
+                              f"{at}.moe_efficiency_factor"), PLUGIN))  # fmt: skip
+    return out
 
 
 @hookimpl

@@ -20,13 +20,13 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.core.fields import FRACTION, KindSpec, quantity
+from stepwall.core.fields import FRACTION, KindSpec, choice, quantity
 from stepwall.core.laws import FLOPS_PER_MAC, expected_distinct_experts, ffn_params, floor_time
 from stepwall.core.primitives import Primitive
 from stepwall.core.roofline import op_terms
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import constant
-from stepwall.core.terms import PRECISIONS, Engine, Op, OpKind, Term
+from stepwall.core.terms import FAMILIES, PRECISIONS, Engine, Op, OpKind, Term
 from stepwall.core.units import DIMENSIONLESS, INFORMATION
 from stepwall.plugin.hookspecs import hookimpl
 
@@ -95,6 +95,12 @@ class Gpu:
     attention_floor: float = _floor("fixed time of an attention kernel", "t_{attn}")
     kernel_floor: float = _floor("fixed time of a small kernel (norm, RoPE, quantise)",
                                  "t_{kern}")  # fmt: skip
+    family: str | None = choice(
+        FAMILIES,
+        "architecture family, which selects the engine's kernel paths ([engine] "
+        "FAMILY.PRECISION; none: every op at its own precision's calibrated roof)",
+        default=None,
+    )
 
 
 @attrs.frozen

@@ -129,7 +129,7 @@ def compute(report: Report, o: ParetoOptions, at: str) -> Any:
             refs["hardware"],
             refs["clusters"],
             gpus=o.gpus,
-            engine=refs["engine"],
+            engines=[refs["engine"]] if refs["engine"] else [],
             workload=o.workload,
             isl=o.isl,
             osl=o.osl,

@@ -1,0 +1,278 @@
+"""Engine × GPU kernel paths (issue 22): an engine profile's ``[FAMILY.PRECISION]`` table
+moves an op of that precision on a GPU of that family to the roof it names (``runs_as``) at a
+factor on that roof's plateau efficiency; ``--set engine=NAME`` swaps the profile; ``search
+--engine a,b`` makes the engine an axis. Expected times are the roofline written out here from
+the spec files' own numbers."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sympy as sp
+
+from stepwall.apps import search
+from stepwall.cli import main
+from stepwall.core.catalog import catalog_root
+from stepwall.core.errors import SpecError
+from stepwall.core.laws import FLOPS_PER_MAC
+from stepwall.core.roofline import op_terms
+from stepwall.core.scenario import Scenario
+from stepwall.core.symbols import constants_in
+from stepwall.core.terms import Engine, KernelPath, Op
+from stepwall.core.units import parse_quantity
+from stepwall.plugins.engine import kernel_paths
+from stepwall.plugins.gpu import BYTE
+from stepwall.spec.validation import load_scenario
+from stepwall.testing import registry
+
+PREFILL = "dsv3-h200-tp8-prefill"  # DeepSeek FP8 prefill on one H200 node, vllm
+SPECS = catalog_root()
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def spec(folder: str, name: str) -> dict[str, Any]:
+    """A catalog file's own keys, after its ``from`` chain (read here with tomllib)."""
+    doc = tomllib.loads((SPECS / folder / f"{name}.toml").read_text())
+    base = doc.pop("from", None)
+    if base is None:
+        return doc
+    merged = spec(folder, base)
+    for k, v in doc.items():
+        merged[k] = {**merged[k], **v} if isinstance(v, dict) and k in merged else v
+    return merged
+
+
+def si(text: Any) -> float:
+    return float(text) if not isinstance(text, str) else parse_quantity(text)[0]
+
+
+def seconds(sc: Scenario, op: Op, engine: Engine) -> float:
+    """The op's roofline term (no floor) at the scenario's values."""
+    (term, *_) = op_terms(sc, op, engine, "test")
+    expr = term.expr
+    return float(expr.subs({**sc.values, **constants_in([expr])}))
+
+
+def an_op(precision: str, weight_bytes: float, macs: float, kind: str = "gemm") -> Op:
+    """An op with no row ramp (rows 0): its time is max(bytes side, FLOPs side)."""
+    return Op("probe", sp.Float(weight_bytes) * BYTE, sp.Float(macs) * FLOPS_PER_MAC, "test",
+              "a probe op", "dense", kind=kind, precision=precision)  # fmt: skip
+
+
+H200 = spec("hardware", "h200")
+
+
+def roof_time(flops: float, precision: str, factor: float = 1.0) -> float:
+    return flops / (si(H200[precision]["flops"]) * si(H200[precision]["efficiency"]) * factor)
+
+
+def test_fp4_on_hopper_runs_as_w4a16_in_trtllm() -> None:
+    """gpt-oss's MXFP4 experts on Hopper (no FP4 tensor cores): TensorRT-LLM's kernel path
+    is W4A16, so the math is at the BF16 roof (not the FP8 one the fallback would pick) and
+    the weights are still streamed at their 4.25 bits."""
+    sc = load_scenario(PREFILL, registry().kinds, ["engine=trtllm"])
+    (path,) = kernel_paths(sc)
+    assert (path.precision, path.runs_as) == ("fp4", "bf16")
+    engine = Engine(kernel_paths=(path,))
+    macs = 1e15  # compute-bound: 2 PFLOP against a few bytes
+    compute = an_op("fp4", 1e3, macs, "grouped_gemm")
+    assert seconds(sc, compute, Engine()) == pytest.approx(roof_time(2 * macs, "fp8"))
+    assert seconds(sc, compute, engine) == pytest.approx(roof_time(2 * macs, "bf16"))
+    # memory-bound: 4.25-bit weights of 10^11 parameters, the same bytes either way
+    weights = 1e11 * 4.25 / 8
+    stream = an_op("fp4", weights, 1e3, "grouped_gemm")
+    bytes_side = weights / (si(H200["hbm_bandwidth"]) * si(H200["moe_efficiency"]))
+    assert seconds(sc, stream, engine) == pytest.approx(bytes_side)
+    assert seconds(sc, stream, Engine()) == pytest.approx(bytes_side)
+    (term, *_) = op_terms(sc, compute, engine, "test")
+    assert "fp4 at the bf16 roof, the engine's kernel path" in term.why
+
+
+def test_a_path_applies_only_on_its_family() -> None:
+    """trtllm's Hopper FP4 path is not taken on Blackwell (FP4 tensor cores) nor on another
+    family; sglang states no Hopper path."""
+    kinds = registry().kinds
+    assert kernel_paths(load_scenario("gptoss-b200-tp4", kinds, ["engine=trtllm"])) == ()
+    assert kernel_paths(load_scenario(PREFILL, kinds, ["hardware.family=cdna3"])) == ()
+    assert kernel_paths(load_scenario(PREFILL, kinds, ["engine=sglang"])) == ()
+    assert kernel_paths(load_scenario(PREFILL, kinds)) == ()  # vllm 0.24: none
+    assert len(kernel_paths(load_scenario(PREFILL, kinds, ["engine=trtllm"]))) == 1
+
+
+def test_a_family_is_inherited_along_the_hardware_from_chain() -> None:
+    """mi325x starts from mi300x (CDNA3) and takes the 2025 ROCm build's CDNA3 path; mi355x
+    (CDNA4) does not."""
+    kinds = registry().kinds
+    sets = ["engine=sglang-rocm-2025"]
+    for hardware, paths in (("mi300x", 1), ("mi325x", 1), ("mi355x", 0)):
+        sc = load_scenario("dsv3-mi300x-tp8", kinds, [*sets, f"hardware={hardware}"])
+        assert len(kernel_paths(sc)) == paths, hardware
+
+
+def test_an_efficiency_factor_scales_the_compute_side() -> None:
+    """vLLM 0.14's Hopper FP8 kernels: dense GEMMs at 0.547 and grouped GEMMs at 0.625 of the
+    FP8 roof's calibrated plateau (its profile's numbers), the bytes side unchanged."""
+    sc = load_scenario(PREFILL, registry().kinds, ["engine=vllm-0.14"])
+    own = spec("engines", "vllm-0.14")["hopper"]["fp8"]
+    (path,) = kernel_paths(sc)
+    engine = Engine(kernel_paths=(path,))
+    macs = 1e15
+    dense = seconds(sc, an_op("fp8", 1e3, macs), engine)
+    moe = seconds(sc, an_op("fp8", 1e3, macs, "grouped_gemm"), engine)
+    assert dense == pytest.approx(roof_time(2 * macs, "fp8", own["efficiency_factor"]))
+    assert moe == pytest.approx(roof_time(2 * macs, "fp8", own["moe_efficiency_factor"]))
+    bf16 = an_op("bf16", 1e3, macs)  # another precision: no path
+    assert seconds(sc, bf16, engine) == pytest.approx(roof_time(2 * macs, "bf16"))
+    assert KernelPath("bf16", "bf16") == engine.kernel_path("bf16")
+
+
+def test_the_factor_moves_a_prefill_eval() -> None:
+    """The same prefill through vllm (0.24: no Hopper path) and vllm-0.14 (its FP8 path):
+    the compute-bound step is slower, by at most 1/0.547."""
+    code, fast, err = run(["eval", PREFILL, "--json"])
+    assert code == 0, err
+    code, slow, err = run(["eval", PREFILL, "--set", "engine=vllm-0.14", "--json"])
+    assert code == 0, err
+    a, b = json.loads(fast)["step_time_s"], json.loads(slow)["step_time_s"]
+    assert a < b <= a / 0.547 + 1e-12
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "said"),
+    [
+        ('[hoper.fp4]\nruns_as = "bf16"\n', "engine.hoper.fp4.runs_as", "unknown key"),
+        ('[hopper.fp6]\nruns_as = "bf16"\n', "engine.hopper.fp6.runs_as", "unknown key"),
+        ('[hopper.fp4]\nruns_as = "fp6"\n', "engine.hopper.fp4.runs_as", "'fp6' is not allowed"),
+        ("[hopper.fp8]\nefficiency_factor = -1\n", "engine.hopper.fp8.efficiency_factor", ""),
+        ('date = "2026-13"\n', "engine.date", "'2026-13' is not a release date"),
+    ],
+)
+def test_a_bad_kernel_path_or_date_is_one_line_naming_the_key(
+    tmp_path: Path, body: str, key: str, said: str
+) -> None:
+    engine = tmp_path / "my-engine.toml"
+    engine.write_text(f'name = "mine"\nkind = "engine"\n{body}')
+    code, out, err = run(["check", str(engine)])
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"stepwall: error: {engine}:{key}: {said}")
+
+
+def test_a_bad_family_is_one_line_with_did_you_mean() -> None:
+    code, _, err = run(["eval", PREFILL, "--set", "hardware.family=hoper"])
+    assert code == 2
+    assert err.strip() == (
+        "stepwall: error: --set:hardware.family: 'hoper' is not allowed; did you mean "
+        "'hopper'? (expected one of: hopper, blackwell, blackwell-rtx, cdna3, cdna4)"
+    )
+
+
+def test_a_path_faster_than_the_peak_is_infeasible() -> None:
+    """η_fp8 × κ > 1 would beat the tensor cores' peak: eval refuses it."""
+    eff = si(H200["fp8"]["efficiency"])
+    code, _, err = run(["eval", PREFILL, "--set", "engine=vllm-0.14",
+                        "--set", f"engine.hopper.fp8.efficiency_factor={1.01 / eff}"])  # fmt: skip
+    assert code == 2
+    assert "engine.hopper.fp8.efficiency_factor" in err and "peak" in err
+
+
+def test_set_engine_is_the_same_as_naming_it_in_the_scenario(tmp_path: Path) -> None:
+    """``--set engine=sglang`` and ``--set engine.from=sglang`` load what a scenario naming
+    sglang loads; the scenario's own engine keys still apply over it."""
+    text = (SPECS / "scenarios" / f"{PREFILL}.toml").read_text()
+    assert 'engine = "vllm"' in text
+    mine = tmp_path / "mine.toml"
+    mine.write_text(text.replace('engine = "vllm"', 'engine = "sglang"'))
+    kinds = registry().kinds
+    named = load_scenario(mine, kinds)
+    for assignment in ("engine=sglang", "engine.from=sglang"):
+        swapped = load_scenario(PREFILL, kinds, [assignment])
+        assert {s.name: v for s, v in swapped.values.items()} == {
+            s.name: v for s, v in named.values.items()
+        }
+        assert swapped.sources["engine.memory_fraction"] == named.sources["engine.memory_fraction"]
+    over = load_scenario(PREFILL, kinds, ["engine=sglang", "engine.prefill_chunk=1024"])
+    assert over.values[over.parameter("engine.prefill_chunk")] == 1024
+
+
+def test_an_unknown_engine_is_one_line_with_did_you_mean() -> None:
+    code, _, err = run(["eval", PREFILL, "--set", "engine=sglng"])
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith(
+        "stepwall: error: --set:engine: no engines entry named 'sglng'; did you mean 'sglang'?"
+    )
+    with pytest.raises(SpecError, match="is not a name"):
+        load_scenario(PREFILL, registry().kinds, ["engine.from=3"])
+
+
+def test_check_prints_the_engine_release() -> None:
+    doc = spec("engines", "vllm")
+    code, out, _ = run(["check", PREFILL])
+    assert code == 0
+    assert out.splitlines()[-1] == f"engine vllm: release {doc['version']} ({doc['date']})"
+
+
+@pytest.mark.parametrize("name", ["trtllm", "vllm", "vllm-0.14", "sglang", "sglang-rocm-2025"])
+def test_engine_profiles_state_their_release_with_sources(name: str) -> None:
+    doc = spec("engines", name)
+    assert doc["version"] and doc["date"]
+    assert doc["sources"]["version"] and doc["sources"]["date"]
+
+
+def test_search_with_two_engines_reports_per_hardware_and_engine() -> None:
+    spec_ = search.Spec(targets=(search.parse_condition("tokens_per_s_per_user>=20", "--at"),))
+    plan = search.plan_search(
+        "deepseek-v3-fp8",
+        ["h200"],
+        ["hgx-h200-ib"],
+        gpus=[8],
+        engines=["trtllm", "vllm-0.14"],
+        batch=[1, 64],
+        spec=spec_,
+    )
+    assert [(o.label, o.engine) for o in plan.options] == [
+        ("h200 trtllm", "trtllm"),
+        ("h200 vllm-0.14", "vllm-0.14"),
+    ]
+    result = search.run_search(plan)
+    for p in result.frontier:
+        engine = p["option"].split(" ")[1]
+        assert p["config"]["engine"] == engine
+        assert f"engine={engine}" in p["command"]
+    (best,) = result.best
+    assert sorted(best["ranking"]) == ["h200 trtllm", "h200 vllm-0.14"]
+    doc = search.document(result)
+    assert [o["engine"] for o in doc["options"]] == ["trtllm", "vllm-0.14"]
+    # each option's best point is what its own eval command gives
+    for o in best["options"]:
+        code, out, err = run([*o["point"]["command"].split()[1:], "--json"])
+        assert code == 0, err
+        assert json.loads(out)["tokens_per_s_per_gpu"] == pytest.approx(
+            o["point"]["tokens_per_s_per_gpu"]
+        )
+
+
+def test_search_refuses_an_engine_twice_or_unknown() -> None:
+    with pytest.raises(SpecError, match="is given twice"):
+        search.plan_search("deepseek-v3-fp8", ["h200"], ["hgx-h200-ib"], gpus=[8],
+                           engines=["trtllm", "trtllm"])  # fmt: skip
+    with pytest.raises(SpecError) as e:
+        search.plan_search("deepseek-v3-fp8", ["h200"], ["hgx-h200-ib"], gpus=[8],
+                           engines=["trtllm", "vlm"])  # fmt: skip
+    assert (e.value.where, e.value.key) == ("--engine", "vlm")
+    with pytest.raises(SpecError, match="is named by the search's options"):
+        search.plan_search("deepseek-v3-fp8", ["h200"], ["hgx-h200-ib"], gpus=[8],
+                           engines=["trtllm"], sets=["engine=vllm"])  # fmt: skip
