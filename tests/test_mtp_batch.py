@@ -140,7 +140,7 @@ def test_a_draft_pass_hits_the_experts_a_target_layer_does(ep: int) -> None:
 
 def _plan(**kw: Any) -> Any:
     return plan_search("deepseek-v3-fp8", ["b200"], ["hgx-b200-ib"], gpus=[8], batch=[1, 64],
-                       engine="trtllm", decoding=("mtp",), **kw)  # fmt: skip
+                       engines=["trtllm"], decoding=("mtp",), **kw)  # fmt: skip
 
 
 def test_search_tries_one_to_three_drafts_each_at_its_own_tau() -> None:
