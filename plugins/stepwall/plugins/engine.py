@@ -14,7 +14,8 @@ An engine profile (``specs/engines/*.toml``) states, each with its source:
 - the host time added per kernel launch without CUDA graphs (``launch_overhead``), as a term;
 - the share of device memory it gives weights and the KV cache;
 - how it overlaps work: two-batch overlap, shared experts during dispatch, the share of the
-  GPU communication kernels take, and the prefill chunk of aggregated serving.
+  GPU communication kernels take, and the prefill chunk of aggregated serving;
+- how its expert dispatch sends tokens (``dispatcher``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.core.fields import FACTOR, FRACTION, KindSpec, flag, quantity
+from stepwall.core.fields import FACTOR, FRACTION, KindSpec, choice, flag, quantity
 from stepwall.core.laws import launch_time
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Decoding, Engine, Step, Term, Workload
@@ -110,6 +111,13 @@ class EngineSpec:
         integer=True,
         default=8192,
     )
+    dispatcher: str = choice(
+        ("per_expert", "per_rank", "auto"),
+        "how expert dispatch and combine send a token: once per chosen expert (low-latency "
+        "kernels), once per destination rank and node (normal / high-throughput kernels), or "
+        "auto: per rank for prefill, per expert for decode (SGLang's DeepEP auto mode)",
+        default="per_expert",
+    )
 
 
 @hookimpl
@@ -130,6 +138,7 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         overlap_shared_experts=spec.overlap_shared_experts,
         prefill_chunk=e.prefill_chunk,
         memory_fraction=e.memory_fraction,
+        dispatcher=spec.dispatcher,
     )
 
 
