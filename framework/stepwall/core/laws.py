@@ -341,11 +341,13 @@ def hierarchical_all_to_all(
     """All-to-all over N GPUs of which ``inside`` share each scale-up domain: the (N−d)/N of
     each GPU's bytes bound for other domains leave over its NIC (``nic_beta``,
     oversubscription included), after the all-to-all among the d inside (messaging a share
-    ρ of them). ``across``: the bytes that leave over the NIC where the sender says (a
-    dispatcher that sends once per destination node)."""
-    within = all_to_all(inside, size * inside / n, alpha, alpha_peer, beta, reach)
-    out = (n - inside) / n * size if across is None else across
-    return within + net_alpha + out / nic_beta
+    ρ of them). ``across``: the bytes that leave over the NIC where the sender says: a
+    dispatcher that crosses the network once per destination node and forwards each copy
+    inside that node (DeepEP normal kernels), so that all S cross a scale-up domain once."""
+    if across is None:
+        within = all_to_all(inside, size * inside / n, alpha, alpha_peer, beta, reach)
+        return within + net_alpha + (n - inside) / n * size / nic_beta
+    return all_to_all(inside, size, alpha, alpha_peer, beta, reach) + net_alpha + across / nic_beta
 
 
 @law(TIME, size=INFORMATION, alpha=TIME, beta=BANDWIDTH)
