@@ -436,3 +436,25 @@ def destination_nodes(
     )
     spread = topk_groups * nodes / groups * (1 - _all_missed(pool, n_experts / nodes, top_k))
     return sp.Piecewise((nodes * (1 - missed), nodes <= groups), (spread, True))
+
+
+# ---------------------------------------------------------------- memory
+
+
+@law(DIMENSIONLESS, tokens=DIMENSIONLESS, block=DIMENSIONLESS)
+def paged_tokens(tokens: sp.Expr, block: sp.Expr) -> sp.Expr:
+    """KV slots a sequence of L tokens holds in a paged cache of b-token blocks, ⌈L/b⌉·b,
+    on average over sequences whose lengths fall anywhere in a block: L + (b − 1)/2 (vLLM
+    PagedAttention, Kwon et al. 2023: the waste is at most one block per sequence)."""
+    return tokens + (block - 1) / 2
+
+
+@law(INFORMATION, total=INFORMATION, weights=INFORMATION, fraction=DIMENSIONLESS)
+def usable_memory(total: sp.Expr, weights: sp.Expr, fraction: sp.Expr, of_free: bool) -> sp.Expr:
+    """What the weights and the KV cache may hold of a GPU's memory M: a fraction f of M
+    (SGLang --mem-fraction-static, vLLM --gpu-memory-utilization: the rest is left to
+    activations and CUDA graphs), or, ``of_free``, the weights plus f of the memory they leave
+    free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction), at most M."""
+    if of_free:
+        return sp.Min(total, weights + fraction * (total - weights))
+    return fraction * total

@@ -332,7 +332,9 @@ class Engine:
     iteration prefills per attention rank in aggregated serving (``prefill_chunk``); the share
     of device memory it gives weights and the KV cache (``memory_fraction``); how its expert
     dispatch sends a token (``dispatcher``: once per chosen expert, once per destination rank,
-    or ``auto``: per rank in prefill, per expert in decode)."""
+    or ``auto``: per rank in prefill, per expert in decode); whether its memory fraction is of
+    the memory the weights leave free (``memory_of_free``), and the tokens per block of its
+    paged KV cache (``kv_block``)."""
 
     layer_kernels: sp.Expr = sp.S.Zero
     floor_factor: sp.Expr = sp.S.One
@@ -344,6 +346,8 @@ class Engine:
     prefill_chunk: sp.Expr = attrs.field(factory=lambda: sp.Integer(8192))
     memory_fraction: sp.Expr = sp.S.One  # of device memory, for weights and KV cache
     dispatcher: str = "per_expert"  # expert dispatch: per_expert, per_rank or auto (by phase)
+    memory_of_free: bool = False  # memory_fraction of what the weights leave free, not of all
+    kv_block: sp.Expr = sp.S.One  # tokens per KV-cache block (page)
 
 
 @attrs.frozen

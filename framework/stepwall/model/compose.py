@@ -30,6 +30,7 @@ import tomlkit
 
 from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import PluginError, SpecError, shown_path
+from stepwall.core.laws import usable_memory
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import Parameter, constants_in, rebuild
 from stepwall.core.terms import (
@@ -371,7 +372,8 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     prefill_gpus = demand / prefill_rate
     # what the engine lets weights and KV cache use of the device's memory
     memory = registry.required(scenario, "device_memory")
-    capacity = memory * engine.memory_fraction
+    capacity = usable_memory(memory, workload.weight_bytes_per_gpu, engine.memory_fraction,
+                             engine.memory_of_free)  # fmt: skip
     metrics = {
         "step_time_s": t,
         "tokens_per_s_per_user": step.produced / t,

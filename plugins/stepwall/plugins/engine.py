@@ -15,7 +15,8 @@ An engine profile (``specs/engines/*.toml``) states, each with its source:
 - the share of device memory it gives weights and the KV cache;
 - how it overlaps work: two-batch overlap, shared experts during dispatch, the share of the
   GPU communication kernels take, and the prefill chunk of aggregated serving;
-- how its expert dispatch sends tokens (``dispatcher``).
+- how its expert dispatch sends tokens (``dispatcher``), what its memory fraction is of, and
+  the block size of its paged KV cache.
 """
 
 from __future__ import annotations
@@ -118,6 +119,17 @@ class EngineSpec:
         "auto: per rank for prefill, per expert for decode (SGLang's DeepEP auto mode)",
         default="per_expert",
     )
+    memory_of_free: bool = flag(
+        "memory_fraction is a share of the memory the weights leave free (TensorRT-LLM's "
+        "free_gpu_memory_fraction), not of all device memory"
+    )
+    kv_block: int = quantity(
+        "dimensionless",
+        "tokens per block (page) of the paged KV cache",
+        latex="b_{kv}",
+        integer=True,
+        default=1,
+    )
 
 
 @hookimpl
@@ -139,6 +151,8 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         prefill_chunk=e.prefill_chunk,
         memory_fraction=e.memory_fraction,
         dispatcher=spec.dispatcher,
+        memory_of_free=spec.memory_of_free,
+        kv_block=e.kv_block,
     )
 
 
