@@ -271,10 +271,16 @@ def switch_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -
 
 @law(TIME, n=DIMENSIONLESS, size=INFORMATION, alpha=TIME, alpha_peer=TIME, beta=BANDWIDTH)
 def all_to_all(
-    n: sp.Expr, size: sp.Expr, alpha: sp.Expr, alpha_peer: sp.Expr, beta: sp.Expr
+    n: sp.Expr,
+    size: sp.Expr,
+    alpha: sp.Expr,
+    alpha_peer: sp.Expr,
+    beta: sp.Expr,
+    reach: sp.Expr = sp.S.One,
 ) -> sp.Expr:
-    """All-to-all: α + (N−1)·α_peer + (N−1)/N · S/β (S bytes sent per GPU)."""
-    return alpha + (n - 1) * alpha_peer + (n - 1) / n * size / beta
+    """All-to-all: α + (N−1)·ρ·α_peer + (N−1)/N · S/β (S bytes sent per GPU, 1/N of them to
+    itself; ρ the share of the N−1 peers it messages, 1 unless stated)."""
+    return alpha + (n - 1) * reach * alpha_peer + (n - 1) / n * size / beta
 
 
 @law(TIME, n=DIMENSIONLESS, size=INFORMATION, alpha=TIME, beta=BANDWIDTH)
@@ -329,12 +335,19 @@ def hierarchical_all_to_all(
     beta: sp.Expr,
     net_alpha: sp.Expr,
     nic_beta: sp.Expr,
+    reach: sp.Expr = sp.S.One,
+    across: sp.Expr | None = None,
 ) -> sp.Expr:
     """All-to-all over N GPUs of which ``inside`` share each scale-up domain: the (N−d)/N of
     each GPU's bytes bound for other domains leave over its NIC (``nic_beta``,
-    oversubscription included), after the all-to-all among the d inside."""
-    within = all_to_all(inside, size * inside / n, alpha, alpha_peer, beta)
-    return within + net_alpha + (n - inside) / n * size / nic_beta
+    oversubscription included), after the all-to-all among the d inside (messaging a share
+    ρ of them). ``across``: the bytes that leave over the NIC where the sender says: a
+    dispatcher that crosses the network once per destination node and forwards each copy
+    inside that node (DeepEP normal kernels), so that all S cross a scale-up domain once."""
+    if across is None:
+        within = all_to_all(inside, size * inside / n, alpha, alpha_peer, beta, reach)
+        return within + net_alpha + (n - inside) / n * size / nic_beta
+    return all_to_all(inside, size, alpha, alpha_peer, beta, reach) + net_alpha + across / nic_beta
 
 
 @law(TIME, size=INFORMATION, alpha=TIME, beta=BANDWIDTH)
@@ -390,3 +403,85 @@ def under_load(light: sp.Expr, heavy: sp.Expr, users: sp.Expr, limit_batch: sp.E
     at most B and ``heavy`` above it (TensorRT-LLM's speculative max_concurrency and
     draft_len_schedule, vLLM's disable_by_batch_size): Piecewise on b, so it vectorises."""
     return sp.Piecewise((light, users <= limit_batch), (heavy, True))
+
+
+# ---------------------------------------------------------------- expert dispatch
+# Uniform top-k routing: a token's k experts are k of the E drawn without replacement. DeepEP
+# (deepseek-ai/DeepEP docs/legacy.md @ 0297fc80): the normal (high-throughput) kernels send a
+# token once per destination rank, and once per destination node across RDMA (then forward it
+# over NVLink); the low-latency kernels send one message per (token, expert).
+
+
+def _all_missed(pool: sp.Expr, held: sp.Expr, top_k: int) -> sp.Expr:
+    """C(P − H, k)/C(P, k) = Π_{i<k} (P − H − i)/(P − i): the chance that k picks without
+    replacement from P items all miss a given H of them."""
+    return sp.Mul(*(sp.Max(0, pool - held - i) / (pool - i) for i in range(top_k)))
+
+
+def _choose(n: sp.Expr, r: int) -> sp.Expr:
+    """C(n, r) = Π_{l<r} (n − l)/r! for a whole r (n may be a symbol)."""
+    return sp.Mul(*(n - v for v in range(r))) / sp.factorial(r)
+
+
+@law(DIMENSIONLESS, n_experts=DIMENSIONLESS, ranks=DIMENSIONLESS)
+def destination_ranks(n_experts: sp.Expr, top_k: int, ranks: sp.Expr) -> sp.Expr:
+    """Distinct ranks a token's top-k experts live on, E/R experts per rank:
+    R·[1 − C(E − E/R, k)/C(E, k)], the sender's own rank included (what a per-rank dispatcher
+    sends: one copy each)."""
+    return ranks * (1 - _all_missed(n_experts, n_experts / ranks, top_k))
+
+
+@law(DIMENSIONLESS, n_experts=DIMENSIONLESS, ranks=DIMENSIONLESS, tokens=DIMENSIONLESS)
+def rank_reach(n_experts: sp.Expr, top_k: int, ranks: sp.Expr, tokens: sp.Expr) -> sp.Expr:
+    """The chance that a given other rank receives at least one of a sender's T tokens (each
+    routed on its own): 1 − [C(E − E/R, k)/C(E, k)]^T; the peers a sender messages are (R − 1)
+    times it. At T = 1, (R − 1)·reach = (R − 1)/R · `destination_ranks`: the remote share of a
+    token's destinations (the sender's own copy is not on the wire)."""
+    return 1 - _all_missed(n_experts, n_experts / ranks, top_k) ** tokens
+
+
+@law(DIMENSIONLESS, n_experts=DIMENSIONLESS, nodes=DIMENSIONLESS, groups=DIMENSIONLESS)
+def destination_nodes(
+    n_experts: sp.Expr, top_k: int, nodes: sp.Expr, groups: sp.Expr, topk_groups: int
+) -> sp.Expr:
+    """Distinct nodes a token reaches (its own included) under group-limited routing
+    (DeepSeek-V3, arXiv 2412.19437 §2.1.2: G groups of E/G experts; a token picks t groups,
+    then its k experts uniformly among their M = t·E/G), the experts placed in order, E/N per
+    node. N ≤ G, a node holding c = G/N whole groups: N·[1 − Σ_j H(j)·C(M − j·E/G, k)/C(M, k)],
+    H(j) = C(c, j)·C(G − c, t − j)/C(G, t) the chance j of the t groups are on the node.
+    N > G, each group over N/G nodes: (t·N/G)·[1 − C(M − E/N, k)/C(M, k)]. G = t = 1 is
+    unrestricted routing, `destination_ranks` over N nodes."""
+    pool = topk_groups * n_experts / groups
+    whole = groups / nodes
+    missed = sp.Add(
+        *(
+            sp.Max(0, _choose(whole, j) * _choose(groups - whole, topk_groups - j))
+            / _choose(groups, topk_groups)
+            * _all_missed(pool, j * n_experts / groups, top_k)
+            for j in range(topk_groups + 1)
+        )
+    )
+    spread = topk_groups * nodes / groups * (1 - _all_missed(pool, n_experts / nodes, top_k))
+    return sp.Piecewise((nodes * (1 - missed), nodes <= groups), (spread, True))
+
+
+# ---------------------------------------------------------------- memory
+
+
+@law(DIMENSIONLESS, tokens=DIMENSIONLESS, block=DIMENSIONLESS)
+def paged_tokens(tokens: sp.Expr, block: sp.Expr) -> sp.Expr:
+    """KV slots a sequence of L tokens holds in a paged cache of b-token blocks, ⌈L/b⌉·b,
+    on average over sequences whose lengths fall anywhere in a block: L + (b − 1)/2 (vLLM
+    PagedAttention, Kwon et al. 2023: the waste is at most one block per sequence)."""
+    return tokens + (block - 1) / 2
+
+
+@law(INFORMATION, total=INFORMATION, weights=INFORMATION, fraction=DIMENSIONLESS)
+def usable_memory(total: sp.Expr, weights: sp.Expr, fraction: sp.Expr, of_free: bool) -> sp.Expr:
+    """What the weights and the KV cache may hold of a GPU's memory M: a fraction f of M
+    (SGLang --mem-fraction-static, vLLM --gpu-memory-utilization: the rest is left to
+    activations and CUDA graphs), or, ``of_free``, the weights plus f of the memory they leave
+    free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction), at most M."""
+    if of_free:
+        return sp.Min(total, weights + fraction * (total - weights))
+    return fraction * total

@@ -203,7 +203,10 @@ class Collective:
     pool); ``group`` GPUs take part; ``size`` is the bytes each GPU contributes per call;
     ``count`` calls per step. ``inside``: of the group, how many ranks share a scale-up domain
     (placement: an EP group whose ranks are TP groups of a whole node has one rank per node);
-    0 means as many as the domain holds.
+    0 means as many as the domain holds. An all-to-all may state ``reach``, the share of the
+    group's other ranks each GPU messages per call (1: all), and ``across``, the bytes each GPU
+    sends over the scale-out network per call (None: the share of ``size`` bound for other
+    domains; a dispatcher that sends once per destination node sends less).
     """
 
     name: str
@@ -224,6 +227,14 @@ class Collective:
         factory=_zero,
         converter=_sympified,
         validator=_dimension(DIMENSIONLESS, "collective {attr}"),
+    )
+    reach: sp.Expr = attrs.field(
+        factory=lambda: sp.S.One,
+        converter=_sympified,
+        validator=_dimension(DIMENSIONLESS, "collective {attr}"),
+    )
+    across: sp.Expr | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_sympified)
     )
 
     @op.validator
@@ -335,7 +346,11 @@ class Engine:
     the GPU the communication kernels take, ``comm_sm_fraction``), shared experts on a side
     stream during dispatch (``overlap_shared_experts``), and the most prompt tokens one
     iteration prefills per attention rank in aggregated serving (``prefill_chunk``); the share
-    of device memory it gives weights and the KV cache (``memory_fraction``)."""
+    of device memory it gives weights and the KV cache (``memory_fraction``); how its expert
+    dispatch sends a token (``dispatcher``: once per chosen expert, once per destination rank,
+    or ``auto``: per rank in prefill, per expert in decode); whether its memory fraction is of
+    the memory the weights leave free (``memory_of_free``), and the tokens per block of its
+    paged KV cache (``kv_block``)."""
 
     layer_kernels: sp.Expr = sp.S.Zero
     floor_factor: sp.Expr = sp.S.One
@@ -358,6 +373,10 @@ class Engine:
         where it states no path)."""
         return next((k for k in self.kernel_paths if k.precision == precision),
                     KernelPath(precision, precision))  # fmt: skip
+
+    dispatcher: str = "per_expert"  # expert dispatch: per_expert, per_rank or auto (by phase)
+    memory_of_free: bool = False  # memory_fraction of what the weights leave free, not of all
+    kv_block: sp.Expr = sp.S.One  # tokens per KV-cache block (page)
 
 
 @attrs.frozen

@@ -31,6 +31,7 @@ import tomlkit
 from stepwall.core import laws
 from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import PluginError, SpecError, shown_path
+from stepwall.core.laws import usable_memory
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import Parameter, constants_in, rebuild
 from stepwall.core.terms import (
@@ -380,7 +381,8 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     prefill_gpus = demand / prefill_rate
     # what the engine lets weights and KV cache use of the device's memory
     memory = registry.required(scenario, "device_memory")
-    capacity = memory * engine.memory_fraction
+    capacity = usable_memory(memory, workload.weight_bytes_per_gpu, engine.memory_fraction,
+                             engine.memory_of_free)  # fmt: skip
     metrics = {
         "step_time_s": t,
         "tokens_per_s_per_user": step.produced / t,
@@ -596,27 +598,34 @@ def _blamed(model: StepModel, c: Constraint) -> str:
 
 
 def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, float]) -> str:
-    """For a constraint a parallel degree can fix: the nearest degree up to `HINT_LIMIT` at
-    which every constraint holds (the smallest one that fits, for memory)."""
-    for key in c.keys:
-        if not key.startswith("parallel."):
+    """For a constraint a parallel degree or a workload size can fix: a value at which every
+    constraint holds (divisibility, cluster fit, memory, ...), else no hint. A degree: the
+    nearest up to `HINT_LIMIT` (the smallest that fits, for memory); a workload size (users,
+    context): the largest below the value now. Keys set on the command line are tried first."""
+    stated = model.scenario.provenance
+    keys = sorted(c.keys, key=lambda k: stated.get(k) not in ("--set", "--at"))
+    for key in keys:
+        if not key.startswith(("parallel.", "workload.")):
             continue
         try:
             sym = model.parameter(key)
         except Exception:
             continue
         now = int(values[sym])
-        limit = min(max(_cluster_gpus(model, values), 2 * now, 8), HINT_LIMIT)
-        cand = np.arange(1, limit + 1, dtype=float)
+        if key.startswith("parallel."):
+            limit = min(max(_cluster_gpus(model, values), 2 * now, 8), HINT_LIMIT)
+            cand = np.arange(1, limit + 1, dtype=float)
+        else:
+            cand = np.unique(np.round(np.linspace(1, max(now - 1, 1), HINT_LIMIT)))
         ev = model.evaluate({**{s: v for s, v in values.items() if s != sym}, sym: cand})
         ok = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), cand.shape)
-        alone = np.broadcast_to(np.asarray(ev["constraints"][c.name], dtype=bool), cand.shape)
-        if ok.any():
+        if not ok.any():
+            continue
+        if key.startswith("parallel."):
             best = min(cand[ok], key=lambda v: (abs(v - now), -v))
-            return f"{key} = {int(best)} satisfies every constraint"
-        if alone.any():
-            best = min(cand[alone], key=lambda v: (abs(v - now), -v))
-            return f"{key} = {int(best)} would satisfy this, but not every other constraint"
+        else:
+            best = float(cand[ok].max())
+        return f"{key} = {int(best)} satisfies every constraint"
     return ""
 
 

@@ -19,6 +19,8 @@ An engine profile (``specs/engines/*.toml``) states, each with its source:
   (``hardware.family``) and op precision, a table ``[FAMILY.PRECISION]`` with the precision
   the kernels run at (``runs_as``) and a factor on that roof's calibrated efficiency, where
   they differ from the calibrated roof (`stepwall.core.terms.KernelPath`).
+- how its expert dispatch sends tokens (``dispatcher``), what its memory fraction is of, and
+  the block size of its paged KV cache.
 """
 
 from __future__ import annotations
@@ -160,6 +162,25 @@ class EngineSpec:
         example="e.g. 2026-08 or 2026-08-21, the date of the release the profile describes",
     )
 
+    dispatcher: str = choice(
+        ("per_expert", "per_rank", "auto"),
+        "how expert dispatch and combine send a token: once per chosen expert (low-latency "
+        "kernels), once per destination rank and node (normal / high-throughput kernels), or "
+        "auto: per rank for prefill, per expert for decode (SGLang's DeepEP auto mode)",
+        default="per_expert",
+    )
+    memory_of_free: bool = flag(
+        "memory_fraction is a share of the memory the weights leave free (TensorRT-LLM's "
+        "free_gpu_memory_fraction), not of all device memory"
+    )
+    kv_block: int = quantity(
+        "dimensionless",
+        "tokens per block (page) of the paged KV cache",
+        latex="b_{kv}",
+        integer=True,
+        default=1,
+    )
+
 
 @attrs.frozen
 class KernelPathSpec:
@@ -227,6 +248,9 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         draft_limit_batch=e.draft_limit_batch if spec.draft_limit_batch is not None else None,
         draft_limit=int(spec.draft_limit),
         kernel_paths=kernel_paths(scenario),
+        dispatcher=spec.dispatcher,
+        memory_of_free=spec.memory_of_free,
+        kv_block=e.kv_block,
     )
 
 

@@ -129,7 +129,7 @@ def stepwall_collective_terms(
             within = cheapest_allreduce(c.group, c.size, up.hop_latency, up.bus_bandwidth, switch)
         else:
             within = all_to_all(
-                c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth
+                c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth, c.reach
             )
         if net is None:  # one domain only; stepwall_constraints keeps the group inside it
             per_call = sp.Piecewise((0, c.group <= 1), (within, True))
@@ -142,7 +142,7 @@ def stepwall_collective_terms(
             else:
                 spans = hierarchical_all_to_all(
                     c.group, c.size, inside, up.a2a_latency, up.a2a_peer_latency,
-                    up.link_bandwidth, net.latency, nic,
+                    up.link_bandwidth, net.latency, nic, c.reach, c.across,
                 )  # fmt: skip
             per_call = sp.Piecewise((0, c.group <= 1), (within, c.group <= inside), (spans, True))
         terms.append(Term(c.name, c.count * per_call, PLUGIN, c.why, "comm", c.overlap))

@@ -18,6 +18,7 @@ from stepwall.core.laws import (
     mla_params,
     mla_prompt_score_flops,
     mla_score_flops,
+    paged_tokens,
 )
 from stepwall.core.terms import Collective, Constraint, Op
 from stepwall.plugins.moe_transformer.spec import PLUGIN
@@ -90,13 +91,11 @@ class Attention:
         )
 
     def resident_kv(self, p: Pass) -> sp.Expr:
-        """KV-cache bytes per GPU: the busiest rank's users, each with its whole context."""
+        """KV-cache bytes per GPU: the busiest rank's users, each with its whole context in
+        whole blocks of the engine's paged cache."""
         step = p.step
-        return (
-            step.users_per_rank
-            * self.attended(step.context + step.tokens_per_user)
-            * (self.kv_token)
-        )
+        held = paged_tokens(step.context + step.tokens_per_user, p.engine.kv_block)
+        return step.users_per_rank * self.attended(held) * (self.kv_token)
 
 
 def add_attention(p: Pass, att: Attention) -> None:

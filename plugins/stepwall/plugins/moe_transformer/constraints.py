@@ -58,6 +58,18 @@ def _architecture(m: Any, spec: Any) -> list[Constraint]:
         out.append(_at_most("top_k_at_least_one", 1, m.experts_per_token,
                             ("model.experts_per_token",),
                             "an MoE layer routes each token to at least one expert"))  # fmt: skip
+        out += [  # `destination_nodes`: t of G groups of E/G experts, k picks among them
+            _at_most("topk_group_within_groups", m.topk_group, m.n_group,
+                     ("model.topk_group", "model.n_group"),
+                     "a token's experts come from topk_group of the n_group groups"),
+            Constraint("experts_by_groups", sp.Eq(sp.Mod(m.n_experts, m.n_group), 0),
+                       "the routed experts form n_group equal groups",
+                       ("model.n_group", "model.n_experts"), PLUGIN),
+            _at_most("top_k_within_groups", m.experts_per_token,
+                     m.topk_group * m.n_experts / m.n_group,
+                     ("model.experts_per_token", "model.topk_group", "model.n_group"),
+                     "a token's top-k experts lie in its topk_group groups"),
+        ]  # fmt: skip
     else:  # the shared experts sit in MoE layers, which a dense model does not have
         out.append(_at_most("shared_experts_need_moe", m.n_shared_experts, m.n_experts,
                             ("model.n_shared_experts", "model.n_experts"),

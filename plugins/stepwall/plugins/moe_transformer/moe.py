@@ -8,7 +8,15 @@ from typing import Any
 
 import sympy as sp
 
-from stepwall.core.laws import FLOPS_PER_MAC, expected_distinct_experts, ffn_params, shard
+from stepwall.core.laws import (
+    FLOPS_PER_MAC,
+    destination_nodes,
+    destination_ranks,
+    expected_distinct_experts,
+    ffn_params,
+    rank_reach,
+    shard,
+)
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Collective, Decoding, Op
 from stepwall.plugins.moe_transformer.attention import ATTENTION_GEMMS, Attention
@@ -46,25 +54,48 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     p.gemm("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
            "dense", "router logits", n_moe, "bf16")  # fmt: skip
     slots = (m.n_experts + layout.redundant_experts) / ep
-    # the busiest rank sends its tokens' k copies (imbalance: it also receives the most)
-    sent = layout.imbalance * tokens_rank / batches * m.experts_per_token * m.hidden
     per_domain = _ranks_per_domain(p.scenario, layout.tp, ep)
+    copies, across, how = _dispatch(p, per_domain)
+    # the busiest rank sends its tokens' copies (imbalance: it also receives the most)
+    sent_tokens = layout.imbalance * tokens_rank / batches
+    reach = rank_reach(m.n_experts, spec.experts_per_token, ep, sent_tokens)
+    sent = sent_tokens * copies * m.hidden
+    nic = None if across is None else sent_tokens * across * m.hidden
     combine_lane = "tbo.attention/comm" if p.tbo else ""
     dispatch_lane = ("shared/comm" if shared_lane.startswith("shared")
                      else "tbo.experts/comm" if p.tbo else "")  # fmt: skip
     p.collectives += [
         Collective("comm.ep_dispatch", "all_to_all", ep, sent * m.dispatch_bits,
-                   batches * n_moe, PLUGIN, "tokens sent to their experts' ranks",
-                   dispatch_lane, per_domain),
+                   batches * n_moe, PLUGIN, f"tokens sent to their experts' ranks, {how}",
+                   dispatch_lane, per_domain, reach, nic and nic * m.dispatch_bits),
         Collective("comm.ep_combine", "all_to_all", ep, sent * m.activation_bits,
-                   batches * n_moe, PLUGIN, "expert outputs returned to their tokens' ranks",
-                   combine_lane, per_domain),
+                   batches * n_moe, PLUGIN,
+                   f"expert outputs returned to their tokens' ranks, {how}", combine_lane,
+                   per_domain, reach, nic and nic * m.activation_bits),
     ]  # fmt: skip
     return {
         "routed_experts": n_moe * slots * expert * m.expert_bits,
         "shared_experts": n_moe * m.n_shared_experts * expert * m.shared_expert_bits,
         "router": n_moe * m.hidden * m.n_experts * m.attention_bits,
     }
+
+
+def _dispatch(p: Pass, per_domain: sp.Expr) -> tuple[sp.Expr, sp.Expr | None, str]:
+    """Copies of a token the engine's dispatcher sends (its own rank's included: the
+    all-to-all keeps that one off the wire), the remote nodes it crosses the scale-out network
+    to (None: one message per copy, as placement splits them), and how, in words. Per expert
+    (DeepEP low-latency kernels): k copies. Per rank (DeepEP normal kernels): one per distinct
+    destination rank, and one per distinct remote node over RDMA (deepseek-ai/DeepEP
+    docs/legacy.md @ 0297fc80)."""
+    m, spec, ep = p.m, p.spec, p.layout.ep
+    mode = p.engine.dispatcher
+    if mode == "per_expert" or (mode == "auto" and p.step.name == "decode"):
+        return m.experts_per_token, None, "k copies (one per chosen expert)"
+    k = spec.experts_per_token  # a whole number: the laws multiply over the k picks
+    nodes = ep / per_domain  # scale-up domains the EP group spans
+    reached = destination_nodes(m.n_experts, k, nodes, m.n_group, spec.topk_group)
+    return (destination_ranks(m.n_experts, k, ep), (nodes - 1) / nodes * reached,
+            "one copy per destination rank and per remote node")  # fmt: skip
 
 
 def _ranks_per_domain(scenario: Scenario, tp: sp.Expr, ep: sp.Expr) -> sp.Expr:

@@ -75,3 +75,13 @@ class MoeTransformer:
     attention_core_math: str = choice(
         ("bf16", "fp8"), "math of the attention kernel (fp8 with an FP8 KV cache)", default="bf16"
     )
+    n_group: int = _count(
+        "expert groups of node-limited routing (n_group; 1: a token may pick any expert)",
+        "G",
+        default=1,
+    )
+    topk_group: int = _count(
+        "groups each token's experts are chosen from (topk_group; at most n_group)",
+        "t_{G}",
+        default=1,
+    )
