@@ -138,14 +138,19 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
            spec.expert_math, picks / hit, layers * expert * picks * FLOPS_PER_MAC),
         op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math),
     ]  # fmt: skip
-    sent = layout.imbalance * users * m.experts_per_token * m.hidden  # as the target's layers
     per_domain = _ranks_per_domain(p.scenario, layout.tp, layout.ep)
+    copies, across, how = _dispatch(p, per_domain)  # as the target's layers send them
+    sent_tokens = layout.imbalance * users
+    reach = rank_reach(m.n_experts, spec.experts_per_token, layout.ep, sent_tokens)
+    sent = sent_tokens * copies * m.hidden
+    nic = None if across is None else sent_tokens * across * m.hidden
     p.collectives += [
         Collective("draft.ep_dispatch", "all_to_all", layout.ep, sent * m.dispatch_bits,
-                   passes * layers, PLUGIN, f"{why}: tokens sent to their experts' ranks", "",
-                   per_domain),
+                   passes * layers, PLUGIN, f"{why}: tokens sent to their experts' ranks, "
+                   f"{how}", "", per_domain, reach, nic and nic * m.dispatch_bits),
         Collective("draft.ep_combine", "all_to_all", layout.ep, sent * m.activation_bits,
-                   passes * layers, PLUGIN, f"{why}: expert outputs returned", "", per_domain),
+                   passes * layers, PLUGIN, f"{why}: expert outputs returned, {how}", "",
+                   per_domain, reach, nic and nic * m.activation_bits),
     ]  # fmt: skip
     if spec.n_shared_experts > 0:
         ops.append(op("draft.shared_experts", layers * m.n_shared_experts * expert,
