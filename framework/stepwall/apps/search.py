@@ -463,8 +463,10 @@ def plan_search(
     spec: Spec | None = None,
     registry: Any = None,
     cache: bool = True,
+    only: Sequence[tuple[str, Sequence[int]]] = (),
 ) -> Plan:
-    """Check everything and compile one model per variant: all but the evaluation."""
+    """Check everything and compile one model per variant: all but the evaluation; ``only``
+    keeps the layouts whose degree KEY is one of its values (``--only parallel.tp=8``)."""
 
     registry = registry or registries.default()
     spec = spec or Spec()
@@ -502,7 +504,7 @@ def plan_search(
             rest = len(set(batch)) * math.prod(len(a.si) for a in axes)
             total += lay.count(sizes, domain) * rest
             check_points(total, "search", "narrow --batch, --gpus or --vary")
-            layouts = lay.table(sizes, domain)
+            layouts = only_layouts(lay.table(sizes, domain), lay.keys, only, sizes)
             numeric = compile_scenario(sc, registry, cache=cache)
             bad = [k for k in searched if k in numeric.structural_keys]
             if bad:
@@ -546,6 +548,44 @@ def _space(
     if refused is not None:
         raise refused
     return lay, provides, searched
+
+
+def parse_only(text: str) -> tuple[str, tuple[int, ...]]:
+    """``"parallel.tp=8"`` or ``"parallel.ep=1,8"`` -> (key, degrees); a bad one is a one-line
+    SpecError on ``--only``."""
+    key, eq, values = (t.strip() for t in text.partition("="))
+    expected = "KEY=N[,N2,…] with KEY a layout degree, e.g. parallel.tp=8"
+    if not eq or not key or not values:
+        raise SpecError("search", "--only", f"{text!r} is not KEY=VALUES", expected)
+    try:
+        degrees = tuple(int(v) for v in values.split(","))
+    except ValueError:
+        raise SpecError("search", "--only", f"{values!r} are not whole numbers", expected) from None
+    if any(d < 1 for d in degrees):
+        raise SpecError("search", "--only", f"{values!r} has a degree below 1", expected)
+    return key, degrees
+
+
+def only_layouts(table: LayoutTable, keys: Sequence[str],
+                 only: Sequence[tuple[str, Sequence[int]]], sizes: Sequence[int]
+                 ) -> LayoutTable:  # fmt: skip
+    """The rows of ``table`` whose degree KEY is one of the values, for each (KEY, values) of
+    ``only`` (a benchmark that ran one layout family, e.g. TP8 on one node)."""
+    if not only:
+        return table
+    keep = np.ones(len(table.gpus), dtype=bool)
+    for key, values in only:
+        if key not in keys:
+            raise SpecError("search", "--only", f"{key} is not a degree the layouts set"
+                            f"{did_you_mean(key, keys)}", f"one of {', '.join(keys)}")  # fmt: skip
+        keep &= np.isin(table.degrees[key], np.asarray(values, dtype=table.degrees[key].dtype))
+    if not keep.any():
+        said = " ".join(f"{k}={','.join(map(str, v))}" for k, v in only)
+        gpus = ", ".join(map(str, sizes))
+        raise SpecError("search", "--only", f"{said} leaves no layout of {gpus} GPUs",
+                        "degrees the layouts have")  # fmt: skip
+    return LayoutTable(table.gpus[keep], {k: v[keep] for k, v in table.degrees.items()},
+                       table.ranks[keep])  # fmt: skip
 
 
 def _layouts(registry: Registry, sc: Scenario) -> Layouts:
@@ -1590,6 +1630,7 @@ class SearchOptions:
     decoding: list[str] = attrs.Factory(list)
     batch: str | None = None
     vary: list[str] = attrs.Factory(list)
+    only: list[str] = attrs.Factory(list)
     sets: list[str] = attrs.Factory(list)
     x: str = "tokens_per_s_per_user"
     y: str = "tokens_per_s_per_gpu"
@@ -1691,6 +1732,7 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         decoding=kinds,
         sets=ns.sets,
         vary=[parse_vary(v) for v in ns.vary],
+        only=[parse_only(o) for o in ns.only],
         batch=_ints(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
         spec=spec,
         registry=registry,

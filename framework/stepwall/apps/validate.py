@@ -39,6 +39,7 @@ from stepwall.apps.search import (
     _ints,
     metric_table,
     parse_condition,
+    parse_only,
     plan_search,
     run_search,
 )
@@ -110,7 +111,9 @@ class RowSpec:
 
 
 FRONTIER_ONLY = ("at", "search", "ranking")  # the keys only frontier rows have
-SPACE_OPTIONS = "--gpus, --workload, --isl, --osl, --decoding, --batch, --vary, --where, --ttft"
+SPACE_OPTIONS = (
+    "--gpus, --workload, --isl, --osl, --decoding, --batch, --vary, --only, --where, --ttft"
+)
 
 
 @attrs.frozen
@@ -125,9 +128,10 @@ class Space:
     batch: tuple[int, ...] = DEFAULT_BATCH
     vary: tuple[str, ...] = ()
     where: tuple[Condition, ...] = ()
+    only: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
-REPEATED = ("--decoding", "--vary", "--where")  # the options that may be given again
+REPEATED = ("--decoding", "--vary", "--where", "--only")  # the options that may be given again
 
 
 def _options(options: Sequence[str], where: str, key: str) -> dict[str, list[str]]:
@@ -187,6 +191,7 @@ def parse_space(options: Sequence[str], where: str, key: str) -> Space:
             tuple(_ints(batch, "--batch")) if batch is not None else DEFAULT_BATCH,
             tuple(given.get("--vary", [])),
             tuple(conds),
+            tuple(parse_only(o) for o in given.get("--only", [])),
         )
     except SpecError as e:
         raise SpecError(where, key, f"{e.key}: {e.problem}" if e.key else e.problem,
@@ -499,7 +504,8 @@ def _search(members: Sequence[Row], registry: Registry, intervals: bands.Interva
                            gpus=space.gpus, engines=[refs["engine"]], workload=space.workload,
                            isl=space.isl, osl=space.osl, decoding=space.decoding,
                            sets=(*sets, *head.spec.set), vary=[parse_vary(v) for v in space.vary],
-                           batch=space.batch, spec=spec, registry=registry)  # fmt: skip
+                           batch=space.batch, spec=spec, registry=registry,
+                           only=space.only)  # fmt: skip
     except SpecError as e:
         raise _row_error(head, e) from None
     result = run_search(plan)

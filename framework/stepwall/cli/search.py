@@ -126,6 +126,14 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         help="another numeric axis, as in stepwall sweep (repeatable)",
     )
     p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=N[,…]",
+        help="keep only the layouts whose degree KEY is one of these (repeatable), e.g. "
+        "--only parallel.tp=8 --only parallel.ep=1 for a benchmark that ran TP8 alone",
+    )
+    p.add_argument(
         "--set",
         dest="sets",
         action="append",
