@@ -166,7 +166,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         action="append",
         default=[],
         metavar="COND",
-        help="a filter every reported point passes, e.g. request_s<=60s",
+        help="a filter every reported point passes, e.g. e2e_latency_s<=60s",
     )
     p.add_argument(
         "--format",
