@@ -74,16 +74,17 @@ def under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
     arrives as its predecessor's last iteration ends); end-to-end = TTFT + the decode."""
     s, lat = service.occupancy, service.latency
     rate = step.arrival_rate
+    constraints: tuple[Constraint, ...] = ()
     if s == 0:  # no queue at this pool
         ttft = {p: lat for p in QUANTILES}
         done = step.users / (lat + service.decode) if rate is None else rate
-        return UnderLoad(ttft, ttft[QUANTILES[0]] + service.decode, done, ())
+        return UnderLoad(ttft, ttft[QUANTILES[0]] + service.decode, done, constraints)
     if rate is None:  # closed loop at C
         cycle = lat + service.decode
         rho = closed_loop_utilisation(step.users, cycle, s)
         wait = closed_loop_wait(step.users, cycle, s, rho)
         backlog = sp.Max(0, step.users * s - cycle, evaluate=False)
-        done, residual, constraints = step.users / (cycle + wait), sp.S.Zero, ()
+        done, residual = step.users / (cycle + wait), sp.S.Zero
     else:
         rho = rate * s
         wait, backlog, done = mg1_wait(rho, s), sp.S.Zero, rate
