@@ -44,8 +44,10 @@ def prefill_service(
     """The prefill service of the scenario's ``step`` (time ``t``; ``ttft``, ``t_ttft``: one
     prompt prefilled alone). A prefill pool: a batch of C prompts per step, L = t, s = t/C.
     Aggregated serving (chunked prefill): a prompt of ISL tokens takes ⌈ISL/chunk⌉ iterations
-    of the serving step, L = ⌈ISL/chunk⌉·t, and holds ISL/(chunk·ranks) of an iteration's
-    prefill budget (chunk tokens on each attention rank), s = ISL·t/(chunk·ranks). A decode
+    of the serving step, and no less than its prefill alone (the serving step spreads the
+    prompts' work evenly over iterations; the ones that carry a prompt are heavier),
+    L = max(⌈ISL/chunk⌉·t, t_ttft); it holds ISL/(chunk·ranks) of an iteration's prefill
+    budget (chunk tokens on each attention rank), s = ISL·t/(chunk·ranks). A decode
     pool: its prompts are prefilled elsewhere, L = the ttft step (with the KV transfer),
     s = 0. Decode after the first token: (OSL − 1)/τ steps."""
     decode = (step.completion - 1) * t / step.produced
@@ -54,7 +56,8 @@ def prefill_service(
     if step.prefill_tokens == 0:
         return Service(t_ttft, sp.S.Zero, decode, False)
     isl, chunk = ttft.tokens_per_user, engine.prefill_chunk
-    return Service(sp.ceiling(isl / chunk) * t, isl * t / (chunk * layout.ep), decode, True)
+    latency = sp.Max(sp.ceiling(isl / chunk) * t, t_ttft, evaluate=False)
+    return Service(latency, isl * t / (chunk * layout.ep), decode, True)
 
 
 @attrs.frozen
