@@ -14,6 +14,9 @@ The workload kind decides which forward passes are costed (`Step`s):
 
 Each kind also costs ``ttft``: one prompt of ISL tokens prefilled alone on a replica (time to
 first token, and the prefill rate per GPU that sizes a separate prefill pool).
+
+``serving`` and ``prefill`` say how requests arrive (``arrival``): a closed loop at C, or
+Poisson at ``request_rate`` (`stepwall.model.queueing`).
 """
 
 from __future__ import annotations
