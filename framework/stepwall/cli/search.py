@@ -159,7 +159,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         "--ttft",
         default="",
         metavar="COND",
-        help='a time-to-first-token limit, e.g. "<=2s" (same as --where ttft_s<=2s)',
+        help='the median time to first token under load, e.g. "<=2s" (= --where ttft_s<=2s)',
     )
     p.add_argument(
         "--where",
