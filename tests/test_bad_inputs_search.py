@@ -32,7 +32,7 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("ttft-bytes", [*SMALL, "--ttft", "<=2GB"], REFUSE, "--ttft:<=2GB: '2GB' is not s"),
     ("ttft-negative", [*SMALL, "--ttft", "<=-1s"], REFUSE, "--ttft:<=-1s"),
     ("ttft-zero", [*SMALL, "--ttft", "<=0s"], REFUSE, "a value > 0 in s"),
-    ("where-bytes-for-time", [*SMALL, "--where", "request_s<=60GB"], REFUSE, "is not s"),
+    ("where-bytes-for-time", [*SMALL, "--where", "e2e_latency_s<=60GB"], REFUSE, "is not s"),
     ("where-unit-for-count", [*SMALL, "--where", "gpus<=8s"], REFUSE, "--where:gpus<=8s"),
     # contradictory conditions
     ("where-contradiction", [*SMALL, "--where", "tokens_per_s_per_user>=10", "--where",
@@ -289,9 +289,9 @@ def test_empty_error_names_what_removed_everything() -> None:
     empty = _small_result(1 << 16, gpus=(7,))
     worst = max(empty.failed, key=empty.failed.__getitem__)
     assert f"the constraint that fails most often is {worst}" in str(search.empty_error(empty))
-    res = _small_result(1 << 16, ("ttft_s<=1s", "request_s<=1h"))
+    res = _small_result(1 << 16, ("ttft_s<=1s", "e2e_latency_s<=1h"))
     assert search.empty_error(res) is None
     filtered = attrs.evolve(res, passed=0, filtered=(3, 9))
-    assert "request_s<=1h removes 9 of them" in str(search.empty_error(filtered))
+    assert "e2e_latency_s<=1h removes 9 of them" in str(search.empty_error(filtered))
     not_finite = attrs.evolve(res, passed=0, filtered=(0, 0))
     assert "none has a finite" in str(search.empty_error(not_finite))

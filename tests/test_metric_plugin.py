@@ -148,7 +148,7 @@ def test_generated_reference_lists_the_plugin_metric(kit: PluginKit) -> None:
     assert plugin
     text = reference.metrics_markdown(declared(kit.registry))
     rows = [r for r in text.splitlines() if r.startswith("| `users_served` |")]
-    assert rows == [f"| `users_served` | 1 | dimensionless | {USERS.meaning} | larger | "
+    assert rows == [f"| `users_served` | 1 | dimensionless | {USERS.meaning} | larger |  | "
                     f"`{plugin}` |"]  # fmt: skip
 
 

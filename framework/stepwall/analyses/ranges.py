@@ -671,7 +671,7 @@ _LABELS = {
     "tokens_per_s": "tokens/s",
     "tokens_per_s_per_gpu": "tokens/s per GPU",
     "ttft_s": "time to first token",
-    "request_s": "request latency",
+    "e2e_latency_s": "request latency",
 }
 
 

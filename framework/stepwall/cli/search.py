@@ -171,14 +171,14 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         "--ttft",
         default="",
         metavar="COND",
-        help='a time-to-first-token limit, e.g. "<=2s" (same as --where ttft_s<=2s)',
+        help='the median time to first token under load, e.g. "<=2s" (= --where ttft_s<=2s)',
     )
     p.add_argument(
         "--where",
         action="append",
         default=[],
         metavar="COND",
-        help="a filter every reported point passes, e.g. request_s<=60s",
+        help="a filter every reported point passes, e.g. e2e_latency_s<=60s",
     )
     p.add_argument(
         "--format",

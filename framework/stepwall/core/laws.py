@@ -485,3 +485,72 @@ def usable_memory(total: sp.Expr, weights: sp.Expr, fraction: sp.Expr, of_free: 
     if of_free:
         return sp.Min(total, weights + fraction * (total - weights))
     return fraction * total
+
+
+# ---------------------------------------------------------------- queueing
+
+
+@law(DIMENSIONLESS, customers=DIMENSIONLESS, cycle=TIME, occupancy=TIME, scv=DIMENSIONLESS)
+def closed_loop_utilisation(
+    customers: sp.Expr, cycle: sp.Expr, occupancy: sp.Expr, scv: sp.Expr = sp.S.Zero
+) -> sp.Expr:
+    """Utilisation ρ of a first-come-first-served server in a closed loop of N customers, each
+    holding it for s (``occupancy``, squared coefficient of variation c²) and then spending a
+    (``cycle``: its own service latency and think time) elsewhere before it returns. Mean value
+    analysis with Schweitzer's approximation (an arrival sees (N − 1)/N of the mean queue;
+    Lazowska et al., Quantitative System Performance, 1984, ch. 6) and the M/G/1 residual
+    s(1 + c²)/2 of the customer in service gives the wait W = f·ρ·s(1 + c²)/2 / (1 − f·ρ),
+    f = (N − 1)/N; with the throughput X = N/(a + W) = ρ/s (Little's law) ρ solves
+    f(s(1 + c²)/2 − a)ρ² + (a + f·N·s)ρ − N·s = 0. Its root in [0, 1], capped at 1 (the
+    asymptotic bound X ≤ 1/s of a closed system: Harchol-Balter, Performance Modeling and
+    Design of Computer Systems, 2013, ch. 7)."""
+    f = (customers - 1) / customers
+    quad = f * (occupancy * (1 + scv) / 2 - cycle)
+    lin = cycle + f * customers * occupancy
+    demand = customers * occupancy
+    # lin² + 4·quad·demand = (a − f·N·s)² + 2f(1 + c²)·N·s², never negative
+    root = 2 * demand / (lin + sp.sqrt(lin**2 + 4 * quad * demand))
+    return sp.Min(root, 1, evaluate=False)
+
+
+@law(TIME, customers=DIMENSIONLESS, cycle=TIME, occupancy=TIME, utilisation=DIMENSIONLESS,
+     scv=DIMENSIONLESS)  # fmt: skip
+def closed_loop_wait(
+    customers: sp.Expr,
+    cycle: sp.Expr,
+    occupancy: sp.Expr,
+    utilisation: sp.Expr,
+    scv: sp.Expr = sp.S.Zero,
+) -> sp.Expr:
+    """Mean queueing wait in the closed loop of `closed_loop_utilisation` at its utilisation ρ:
+    W = max(f·ρ·s(1 + c²)/2 / (1 − f·ρ), N·s − a). The second side is the asymptotic bound of
+    a saturated closed system, R ≥ N·s − a (Harchol-Balter 2013, ch. 7): past the knee
+    N* = (a + s)/s the wait grows by s per customer."""
+    seen = (customers - 1) / customers * utilisation
+    mva = seen * occupancy * (1 + scv) / (2 * (1 - seen))
+    return sp.Max(mva, customers * occupancy - cycle, evaluate=False)
+
+
+@law(TIME, utilisation=DIMENSIONLESS, occupancy=TIME, scv=DIMENSIONLESS)
+def mg1_wait(utilisation: sp.Expr, occupancy: sp.Expr, scv: sp.Expr = sp.S.Zero) -> sp.Expr:
+    """Mean queueing wait of an M/G/1 queue (Poisson arrivals, service s with squared
+    coefficient of variation c², utilisation ρ < 1), the Pollaczek–Khinchine formula
+    W = ρ·s·(1 + c²) / (2(1 − ρ)) (Kleinrock, Queueing Systems vol. 1, 1975, ch. 5;
+    Harchol-Balter 2013, ch. 23); c² = 0 is M/D/1."""
+    return utilisation * occupancy * (1 + scv) / (2 * (1 - utilisation))
+
+
+@law(TIME, mean=TIME, backlog=TIME, utilisation=DIMENSIONLESS, quantile=DIMENSIONLESS)
+def wait_quantile(
+    mean: sp.Expr, backlog: sp.Expr, utilisation: sp.Expr, quantile: sp.Expr
+) -> sp.Expr:
+    """The p-quantile of a queueing wait of mean W whose part beyond a fixed ``backlog`` B
+    (a saturated closed loop's N·s − a, else 0) is the exponential approximation of M/G/1
+    waits: P(W − B > x) ≈ ρ·exp(−ρx/(W − B)) (an atom 1 − ρ at zero, P(wait) = ρ exactly for
+    M/G/1, and Kingman's heavy-traffic exponential tail, Kleinrock, Queueing Systems vol. 2,
+    1976, ch. 2), so w_p = B + max(0, (W − B)/ρ · ln(ρ/(1 − p))) (B where ρ ≤ 1 − p); ρ > 0."""
+    # unevaluated: an assumption query on a Min/Max of step times takes minutes; where
+    # ρ ≤ 1 − p the logarithm is ≤ 0 and the Max gives B
+    log = sp.log(utilisation / (1 - quantile), evaluate=False)
+    tail = sp.Mul(mean - backlog, log, 1 / utilisation, evaluate=False)
+    return backlog + sp.Max(tail, 0, evaluate=False)

@@ -390,7 +390,9 @@ class Step:
     decode iteration also prefills ``prefill_tokens`` prompt tokens per replica, of which the
     busiest attention rank takes ``prefill_tokens_rank``. ``kv_transfer`` prompt tokens whose
     KV cache is sent to a decode pool after the pass (disaggregated serving). ``completion``
-    output tokens per request (OSL), for sizing a separate prefill pool."""
+    output tokens per request (OSL), for sizing a separate prefill pool. ``arrival_rate``:
+    requests per second arriving at a replica (Poisson, open loop); None: a closed loop, each
+    of the ``users`` requests replaced as soon as it finishes (`stepwall.model.queueing`)."""
 
     name: str
     users: sp.Expr
@@ -403,6 +405,7 @@ class Step:
     prefill_context: sp.Expr = sp.S.Zero  # mean tokens a prefilled prompt token attends to
     kv_transfer: sp.Expr = sp.S.Zero
     completion: sp.Expr = sp.S.One
+    arrival_rate: sp.Expr | None = None
 
     @property
     def tokens(self) -> sp.Expr:

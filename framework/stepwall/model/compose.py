@@ -4,8 +4,8 @@ step time   t  = Σ terms  (terms sharing an ``overlap`` tag run concurrently: M
 per user       = τ / t                      (tokens each user gets per step over step time)
 aggregate      = dp · C · τ / t             (C users per replica, dp replicas)
 per GPU        = aggregate / (dp · GPUs per replica)
-TTFT           = t_ttft                     (one prompt prefilled alone on a replica)
-request        = t_ttft + OSL · t / τ        (one request's end-to-end latency)
+TTFT           = queueing wait + prefill    (under load, `stepwall.model.queueing`)
+request        = TTFT + (OSL − 1) · t / τ    (one request's end-to-end latency)
 prefill rate   = prompt / (t_ttft · GPUs per replica)
 P/D pools      = decode pool's prompt demand (aggregate · ISL/OSL) / prefill rate GPUs
 memory per GPU = weights + KV cache, against the capacity × the engine's memory fraction
@@ -55,6 +55,7 @@ from stepwall.model.metrics import (
     check_dimensions,
     declared,
 )
+from stepwall.model.queueing import QUANTILES, prefill_service, serving_under_load
 from stepwall.numeric.compiled import (
     CompiledModel,
     ConstraintInfo,
@@ -383,16 +384,33 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     memory = registry.required(scenario, "device_memory")
     capacity = usable_memory(memory, workload.weight_bytes_per_gpu, engine.memory_fraction,
                              engine.memory_of_free)  # fmt: skip
+    load = serving_under_load(step, prefill_service(step, ttft, t, t_ttft, engine, layout), t)
+    per_gpu = step.users * step.produced / (t * gpus)
+    # tokens in and out per output token (a prefill pool's output is its prompt tokens)
+    served = (ttft.tokens_per_user + (step.completion if step.name != "prefill" else 0)) / (
+        step.completion
+    )
+    pd_per_gpu = aggregate / (layout.dp * gpus + prefill_gpus)
+    p50, p90, p99 = QUANTILES
     metrics = {
         "step_time_s": t,
         "tokens_per_s_per_user": step.produced / t,
         "tokens_per_s": aggregate,
-        "tokens_per_s_per_gpu": step.users * step.produced / (t * gpus),
-        "ttft_s": t_ttft,
-        "request_s": t_ttft + step.completion * t / step.produced,
+        "tokens_per_s_per_gpu": per_gpu,
+        "output_tokens_per_s_per_gpu": per_gpu,
+        "total_tokens_per_s_per_gpu": per_gpu * served,
+        "tpot_s": t / step.produced,
+        "itl_s": t,
+        "ttft_s": load.ttft[p50],
+        "ttft_p90_s": load.ttft[p90],
+        "ttft_p99_s": load.ttft[p99],
+        "prefill_s": t_ttft,
+        "e2e_latency_s": load.e2e,
+        "request_rate_per_s": layout.dp * load.request_rate,
         "prefill_tokens_per_s_per_gpu": prefill_rate,
         "pd_prefill_gpus": prefill_gpus,
-        "pd_tokens_per_s_per_gpu": aggregate / (layout.dp * gpus + prefill_gpus),
+        "pd_tokens_per_s_per_gpu": pd_per_gpu,
+        "pd_total_tokens_per_s_per_gpu": pd_per_gpu * served,
         "gpus": layout.dp * gpus,
         "memory_bytes_per_gpu": resident,
         "weight_bytes_per_gpu": workload.weight_bytes_per_gpu,
@@ -420,6 +438,7 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     constraints = [  # the plugins' first: a root cause reads better than its symptom
         *(c for cs in stated for c in cs),
         *composer_constraints([*terms, *ttft_terms], resident, capacity, levers, memory.name),
+        *load.constraints,
     ]
     _unique("constraints", constraints)
     # Physical constants that the model uses join the values, wherever they were declared.

@@ -73,7 +73,9 @@ class Metric:
     its line in eval's text (none where ""), a `str.format` template of eval's JSON keys
     (dotted) whose format specs also take ``time`` (a duration with its unit),
     ``SPEC/DIVISOR`` (the value divided) and ``YES|NO`` (a truth), left out where the
-    metric is unknown. A metric without a ``key`` (a plugin's, unless it gives one) is
+    metric is unknown. ``clients``: the fields of benchmark clients (vLLM/SGLang
+    bench_serving, aiperf/genai-perf) that measure it (docs/metrics-reference.md). A metric
+    without a ``key`` (a plugin's, unless it gives one) is
     listed under ``plugin_metrics`` with its label, unit and plugin, and its line says
     those."""
 
@@ -93,6 +95,7 @@ class Metric:
     whole: bool = False
     bounds: tuple[str, str] | None = None
     line: str = ""
+    clients: str = ""
     plugin: str = ""
 
 

@@ -14,6 +14,9 @@ The workload kind decides which forward passes are costed (`Step`s):
 
 Each kind also costs ``ttft``: one prompt of ISL tokens prefilled alone on a replica (time to
 first token, and the prefill rate per GPU that sizes a separate prefill pool).
+
+``serving`` and ``prefill`` say how requests arrive (``arrival``): a closed loop at C, or
+Poisson at ``request_rate`` (`stepwall.model.queueing`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.core.fields import KindSpec, flag, quantity
+from stepwall.core.errors import SpecError
+from stepwall.core.fields import KindSpec, choice, flag, quantity
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
 from stepwall.plugin.hookspecs import hookimpl
@@ -31,6 +35,17 @@ from stepwall.plugin.hookspecs import hookimpl
 
 def _tokens(doc: str, latex: str, **kw: Any) -> Any:
     return quantity("dimensionless", doc, latex=latex, minimum=1.0, inclusive=True, **kw)
+
+
+def _arrival() -> Any:
+    return choice(("closed", "poisson"), "how requests arrive: closed (a finished request is "
+                  "replaced at once, as benchmarks at a max concurrency run) or poisson (at "
+                  "request_rate, open loop)", default="closed")  # fmt: skip
+
+
+def _request_rate() -> Any:
+    doc = 'requests per second arriving at all replicas together (arrival = "poisson"), "4 Hz"'
+    return quantity("frequency", doc, latex=r"\lambda", default=None)
 
 
 @attrs.frozen
@@ -60,6 +75,8 @@ class Serving:
     )
     input_tokens: float = _tokens("prompt tokens per request (ISL)", "ISL")
     output_tokens: float = _tokens("output tokens per request (OSL)", "OSL")
+    arrival: str = _arrival()
+    request_rate: float | None = _request_rate()
 
 
 @attrs.frozen
@@ -71,6 +88,8 @@ class Prefill:
     output_tokens: float = _tokens(
         "output tokens per request (OSL), for sizing the decode side", "OSL", default=1024
     )
+    arrival: str = _arrival()
+    request_rate: float | None = _request_rate()
 
 
 @attrs.frozen
@@ -135,10 +154,7 @@ def stepwall_spec_kinds() -> list[KindSpec]:
     ]
 
 
-@hookimpl
-def stepwall_steps(
-    scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engine
-) -> list[Step]:
+def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engine) -> list[Step]:
     w, kind = scenario.params.workload, scenario.kinds["workload"]
     isl, osl = w.input_tokens, w.output_tokens
     transfer = isl if kind == "decode" and scenario.workload.kv_transfer else sp.S.Zero
@@ -168,6 +184,29 @@ def stepwall_steps(
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
                 prompts, busiest, isl / 2, completion=osl)  # fmt: skip
     return [step, ttft]
+
+
+@hookimpl
+def stepwall_steps(
+    scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engine
+) -> list[Step]:
+    """The scenario's step (its requests' arrivals: `_arrival_rate`), then ``ttft``."""
+    step, ttft = _steps(scenario, decoding, layout, engine)
+    return [attrs.evolve(step, arrival_rate=_arrival_rate(scenario, layout)), ttft]
+
+
+def _arrival_rate(scenario: Scenario, layout: Layout) -> sp.Expr | None:
+    """Requests per second arriving at each replica under Poisson arrivals, else None."""
+    arrival = getattr(scenario.workload, "arrival", "closed")
+    rate = getattr(scenario.params.workload, "request_rate", None)
+    if arrival == "poisson" and rate is None:
+        raise SpecError(scenario.origin, "workload.request_rate",
+                        'arrival = "poisson" needs a rate (expected e.g. "4 Hz")')  # fmt: skip
+    if arrival == "closed" and rate is not None:
+        raise SpecError(scenario.origin, "workload.request_rate",
+                        'a rate applies to arrival = "poisson" (expected no request_rate for a '
+                        "closed loop at the concurrency)")  # fmt: skip
+    return None if rate is None else rate / layout.dp
 
 
 @hookimpl

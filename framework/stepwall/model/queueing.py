@@ -1,0 +1,112 @@
+"""Time to first token and request latency under load (docs/physics.md, "Serving metrics and
+queueing").
+
+A replica's prompts queue first-come-first-served for its prefill capacity: each holds it
+for an occupancy s, reaches its first token a latency L after its prefill starts, then
+decodes for OSL − 1 tokens. Benchmarks run a closed loop at a concurrency C (a finished
+request is replaced at once) or an open one at a Poisson request rate; the wait is that of
+the closed loop (`stepwall.core.laws.closed_loop_wait`) or of M/D/1
+(`stepwall.core.laws.mg1_wait`), its percentiles `stepwall.core.laws.wait_quantile`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+import sympy as sp
+
+from stepwall.core.laws import closed_loop_utilisation, closed_loop_wait, mg1_wait, wait_quantile
+from stepwall.core.terms import Constraint, Engine, Layout, Step
+from stepwall.model.constraints import COMPOSER
+
+__all__ = ["QUANTILES", "Service", "UnderLoad", "prefill_service", "serving_under_load"]
+
+QUANTILES = (sp.Rational(1, 2), sp.Rational(9, 10), sp.Rational(99, 100))
+
+
+@attrs.frozen
+class Service:
+    """How a replica serves one request: ``latency`` from the start of its prefill to its
+    first token, ``occupancy`` of the replica's prefill capacity it holds (0: prefilled
+    elsewhere, no queue here), ``decode`` the rest of the request after its first token, and
+    ``slotted``: a prompt that arrives mid-iteration joins at the next one."""
+
+    latency: sp.Expr
+    occupancy: sp.Expr
+    decode: sp.Expr
+    slotted: bool
+
+
+def prefill_service(
+    step: Step, ttft: Step, t: sp.Expr, t_ttft: sp.Expr, engine: Engine, layout: Layout
+) -> Service:
+    """The prefill service of the scenario's ``step`` (time ``t``; ``ttft``, ``t_ttft``: one
+    prompt prefilled alone). A prefill pool: a batch of C prompts per step, L = t, s = t/C.
+    Aggregated serving (chunked prefill): a prompt of ISL tokens takes ⌈ISL/chunk⌉ iterations
+    of the serving step, and no less than its prefill alone (the serving step spreads the
+    prompts' work evenly over iterations; the ones that carry a prompt are heavier),
+    L = max(⌈ISL/chunk⌉·t, t_ttft); it holds ISL/(chunk·ranks) of an iteration's prefill
+    budget (chunk tokens on each attention rank), s = ISL·t/(chunk·ranks). A decode
+    pool: its prompts are prefilled elsewhere, L = the ttft step (with the KV transfer),
+    s = 0. Decode after the first token: (OSL − 1)/τ steps."""
+    decode = (step.completion - 1) * t / step.produced
+    if step.name == "prefill":
+        return Service(t, t / step.users, sp.S.Zero, True)
+    if step.prefill_tokens == 0:
+        return Service(t_ttft, sp.S.Zero, decode, False)
+    isl, chunk = ttft.tokens_per_user, engine.prefill_chunk
+    latency = sp.Max(sp.ceiling(isl / chunk) * t, t_ttft, evaluate=False)
+    return Service(latency, isl * t / (chunk * layout.ep), decode, True)
+
+
+@attrs.frozen
+class UnderLoad:
+    """Time to first token at each of `QUANTILES`, the median end-to-end latency, completed
+    requests per second per replica, and the constraints an open loop needs."""
+
+    ttft: Mapping[sp.Rational, sp.Expr]
+    e2e: sp.Expr
+    request_rate: sp.Expr
+    constraints: tuple[Constraint, ...]
+
+
+def serving_under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
+    """TTFT = the wait for the prefill capacity + L (+ half an iteration, t/2, for an arrival
+    between iterations of a slotted server under Poisson arrivals; a closed loop's request
+    arrives as its predecessor's last iteration ends); end-to-end = TTFT + the decode."""
+    s, lat = service.occupancy, service.latency
+    rate = step.arrival_rate
+    constraints: tuple[Constraint, ...] = ()
+    if s == 0:  # no queue at this pool
+        ttft = {p: lat for p in QUANTILES}
+        done = step.users / (lat + service.decode) if rate is None else rate
+        return UnderLoad(ttft, ttft[QUANTILES[0]] + service.decode, done, constraints)
+    if rate is None:  # closed loop at C
+        cycle = lat + service.decode
+        rho = closed_loop_utilisation(step.users, cycle, s)
+        wait = closed_loop_wait(step.users, cycle, s, rho)
+        backlog = sp.Max(0, step.users * s - cycle, evaluate=False)
+        done, residual = step.users / (cycle + wait), sp.S.Zero
+    else:
+        rho = rate * s
+        wait, backlog, done = mg1_wait(rho, s), sp.S.Zero, rate
+        residual = t / 2 if service.slotted else sp.S.Zero
+        constraints = _open_loop(step, service, rate)
+    ttft = {p: residual + lat + wait_quantile(wait, backlog, rho, p) for p in QUANTILES}
+    return UnderLoad(ttft, ttft[QUANTILES[0]] + service.decode, done, constraints)
+
+
+def _open_loop(step: Step, service: Service, rate: sp.Expr) -> tuple[Constraint, ...]:
+    """Poisson arrivals need a stable prefill queue (ρ = λ·s < 1) and, by Little's law, no
+    more requests in prefill and decode at once than the C the step is costed for."""
+    keys = ("workload.request_rate", "workload.concurrency")
+    return (
+        Constraint("prefill_queue_stable", rate * service.occupancy < 1,
+                   "requests must arrive slower than the replica prefills them", keys,
+                   COMPOSER, ("prefill utilisation", "")),
+        Constraint("arrivals_fit_concurrency",
+                   rate * (service.latency + service.decode) <= step.users,
+                   "the requests in flight (arrival rate × prefill and decode time) must fit "
+                   "the concurrency", keys, COMPOSER, ("requests in flight", "")),
+    )  # fmt: skip

@@ -1,0 +1,160 @@
+"""Time to first token under load (`stepwall.model.queueing`) against a discrete-event
+simulation of the scheduler it models, and the serving metrics' relations on a built model."""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from stepwall.core.errors import SpecError
+from stepwall.core.symbols import parameter
+from stepwall.core.terms import Engine, Layout, Step
+from stepwall.core.units import DIMENSIONLESS, FREQUENCY, TIME
+from stepwall.model.compose import build_model
+from stepwall.model.queueing import QUANTILES, prefill_service, serving_under_load
+from stepwall.numeric.printer import FUNCTION, function_source, namespace
+
+SERVING = "specs/scenarios/llama8b-h100-serving.toml"
+
+USERS, ISL, OSL, CHUNK = (parameter(f"q.{n}", DIMENSIONLESS) for n in ("c", "isl", "osl", "k"))
+STEP_TIME, RATE = parameter("q.t", TIME), parameter("q.rate", FREQUENCY)
+
+
+@functools.cache
+def _law(rate: sp.Expr | None) -> Callable[..., list[Any]]:
+    """TTFT quantiles and requests/s of one replica that serves 1-token decode steps of time t
+    and prefills prompts of ISL tokens in chunks of at most K per iteration (one rank)."""
+    step = Step("decode", USERS, USERS, sp.S.One, sp.S.Zero, sp.S.One,
+                USERS * ISL / OSL, completion=OSL, arrival_rate=rate)  # fmt: skip
+    ttft = Step("ttft", sp.S.One, sp.S.One, ISL, sp.S.Zero, ISL)
+    layout = Layout(sp.S.One, sp.S.One, sp.S.One, sp.S.One, USERS, USERS)
+    service = prefill_service(step, ttft, STEP_TIME, STEP_TIME, Engine(prefill_chunk=CHUNK),
+                              layout)  # fmt: skip
+    load = serving_under_load(step, service, STEP_TIME)
+    args = [USERS, ISL, OSL, CHUNK, STEP_TIME] + ([RATE] if rate is not None else [])
+    outputs = [*(load.ttft[p] for p in QUANTILES), load.request_rate]
+    source, imports = function_source(args, outputs)  # the model's own printer
+    space = namespace("numpy", imports)
+    exec(source, space)
+    law: Callable[..., list[Any]] = space[FUNCTION]
+    return law
+
+
+def _simulate(
+    isl: int,
+    chunk: int,
+    iterations: int,
+    seed: int,
+    users: int = 0,
+    decode: float = 0.0,
+    rate: float = 0.0,
+) -> tuple[np.ndarray, float]:
+    """The scheduler itself, iteration by iteration (t = 1): prompts queue first come first
+    served and each iteration prefills up to ``chunk`` of their tokens; a prompt's first
+    token comes at the end of the iteration that prefills its last token. Closed loop
+    (``users`` > 0): the request then decodes for a geometric number of iterations of mean
+    ``decode`` (requests desynchronise) and is replaced, arriving as that iteration ends;
+    open loop: Poisson arrivals at ``rate`` per iteration. Returns the TTFTs after a warm-up
+    tenth, and completed requests per iteration."""
+    rng = np.random.default_rng(seed)
+    queue: deque[list[float]] = deque()
+    returns = [float(rng.integers(0, int(decode) + 1)) for _ in range(users)]
+    heapq.heapify(returns)
+    arrival = rng.exponential(1 / rate) if rate else np.inf
+    ttfts = []
+    for it in range(iterations):
+        while returns and returns[0] <= it:
+            queue.append([heapq.heappop(returns), isl])
+        while arrival <= it:
+            queue.append([arrival, isl])
+            arrival += rng.exponential(1 / rate)
+        budget = chunk
+        while queue and budget > 0:
+            take = min(budget, queue[0][1])
+            queue[0][1] -= take
+            budget -= take
+            if queue[0][1] == 0:
+                ttfts.append(it + 1 - queue.popleft()[0])
+                if users:
+                    heapq.heappush(returns, it + 1 + rng.geometric(1 / (decode + 1)) - 1)
+    kept = np.array(ttfts[len(ttfts) // 10 :])
+    return kept, len(ttfts) / iterations
+
+
+# prompts of four chunks (L = 4 iterations, occupancy s = 4) and 120 decode iterations: the
+# closed loop saturates past C* = (L + decode + s)/s = 32. The p99 bound is loose: the
+# exponential tail is an approximation (the closed loop's queue is truncated at C − 1)
+@pytest.mark.parametrize("users", [8, 24, 40])
+def test_closed_loop_ttft_against_simulation(users: int) -> None:
+    isl, chunk, osl = 4 * 2048, 2048, 121
+    got = _law(None)(users, isl, osl, chunk, 1.0)
+    ttfts, done = _simulate(isl, chunk, 60_000, seed=users, users=users, decode=osl - 1)
+    p50, p90, p99 = np.percentile(ttfts, [50, 90, 99])
+    assert got[0] == pytest.approx(p50, rel=0.15)
+    assert got[1] == pytest.approx(p90, rel=0.25)
+    assert got[2] == pytest.approx(p99, rel=0.5)
+    assert got[3] == pytest.approx(done, rel=0.05)  # requests/s: Little's law on the loop
+
+
+@pytest.mark.parametrize("utilisation", [0.4, 0.7, 0.9])
+def test_poisson_ttft_against_simulation(utilisation: float) -> None:
+    isl, chunk = 4 * 2048, 2048
+    rate = utilisation / (isl / chunk)
+    got = _law(RATE)(64, isl, 1024, chunk, 1.0, rate)
+    ttfts, done = _simulate(isl, chunk, 100_000, seed=7, rate=rate)
+    p50, p90, p99 = np.percentile(ttfts, [50, 90, 99])
+    assert got[0] == pytest.approx(p50, rel=0.15)
+    assert got[1] == pytest.approx(p90, rel=0.15)
+    assert got[2] == pytest.approx(p99, rel=0.25)
+    assert got[3] == pytest.approx(done, rel=0.02)
+
+
+def test_closed_loop_saturates_linearly() -> None:
+    """Past the knee every added request waits one more occupancy: TTFT grows by s per user."""
+    law = _law(None)
+    far = np.array([200.0, 300.0])
+    p50 = law(far, 4 * 2048, 121, 2048, 1.0)[0]
+    assert (p50[1] - p50[0]) / 100 == pytest.approx(4.0, rel=0.01)
+
+
+def test_serving_metrics_relate_as_the_clients_define_them() -> None:
+    m = build_model(SERVING)
+    ev = m.evaluate()
+    isl, osl = 1000, 1000
+    assert ev["output_tokens_per_s_per_gpu"] == ev["tokens_per_s_per_gpu"]
+    assert ev["total_tokens_per_s_per_gpu"] == pytest.approx(
+        ev["output_tokens_per_s_per_gpu"] * (isl + osl) / osl)  # fmt: skip
+    assert ev["pd_total_tokens_per_s_per_gpu"] == pytest.approx(
+        ev["pd_tokens_per_s_per_gpu"] * (isl + osl) / osl)  # fmt: skip
+    assert ev["tpot_s"] == pytest.approx(1 / ev["tokens_per_s_per_user"])
+    assert ev["itl_s"] == ev["step_time_s"]  # no MTP: one token per streamed chunk
+    assert ev["e2e_latency_s"] == pytest.approx(ev["ttft_s"] + (osl - 1) * ev["tpot_s"])
+    assert ev["ttft_s"] <= ev["ttft_p90_s"] <= ev["ttft_p99_s"]
+    # closed loop, Little's law: C requests per replica, each e2e (median ≈ mean here) long
+    assert ev["request_rate_per_s"] == pytest.approx(256 / ev["e2e_latency_s"], rel=0.05)
+
+
+def test_poisson_rate_sets_the_queue() -> None:
+    """Short outputs make each iteration prefill many prompts (s ≈ 0.21 s of prefill per
+    request): the queue's p99 grows with the rate and an unstable one is infeasible."""
+    sets = ["workload.arrival=poisson", "workload.request_rate=5 Hz", "workload.output_tokens=10"]
+    rates = np.array([0.5, 1.5, 3.0, 10.0])
+    ev = build_model(SERVING, sets).evaluate({"workload.request_rate": rates})
+    assert list(ev["request_rate_per_s"]) == list(rates)
+    assert np.all(np.diff(ev["ttft_p99_s"][:3]) > 0)
+    assert list(ev["constraints"]["prefill_queue_stable"]) == [True, True, True, False]
+    assert list(ev["feasible"]) == [True, True, True, False]
+
+
+def test_poisson_needs_a_rate() -> None:
+    with pytest.raises(SpecError, match=r"workload\.request_rate"):
+        build_model(SERVING, ["workload.arrival=poisson"])
+    with pytest.raises(SpecError, match="applies to arrival"):
+        build_model(SERVING, ["workload.request_rate=2 Hz"])
