@@ -363,3 +363,17 @@ def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: int) -> sp.Expr:
     a_tree over D levels. A first-order model: candidates treated as independent."""
     per_level = 1 - (1 - acceptance) ** (sp.sympify(budget) / depth)
     return chain_accepted(per_level, depth)
+
+
+@law((DIMENSIONLESS, DIMENSIONLESS), n_experts=DIMENSIONLESS, top_k=DIMENSIONLESS,
+     tokens=DIMENSIONLESS, ranks=DIMENSIONLESS)  # fmt: skip
+def balanced_expert_load(
+    n_experts: sp.Expr, top_k: sp.Expr, tokens: sp.Expr, ranks: sp.Expr
+) -> tuple[sp.Expr, sp.Expr]:
+    """(experts hit, picks) on one of R EP ranks when a balanced router spreads T tokens' k
+    picks evenly over the E experts, as kernel benchmarks route (aiconfigurator's
+    collect_moe ``balanced_logits``): hit = max(1, min(E, T·k)/R), picks = max(1, T·k/R) (the
+    rank measured holds at least one pick)."""
+    picks = tokens * top_k
+    hit = sp.Max(1, sp.Min(n_experts, picks, evaluate=False) / ranks, evaluate=False)
+    return hit, sp.Max(1, picks / ranks, evaluate=False)
