@@ -773,12 +773,14 @@ def _pct(x: float) -> str:
     return f"{x:.2g}" if x < 10 else f"{x:.0f}"
 
 
+CLAIM = "stepwall calibrate: "  # how a fitted value's sources entry begins
+
+
 def source_text(f: FieldFit, files: Sequence[DataFile]) -> str:
     """The ``sources`` entry of a fitted value: the data (name and SHA-256), the points that
     inform it and their residual."""
     cited = ", ".join(f"{d.name} (sha256 {d.sha256[:12]})" for d in files if d.name in f.files)
-    return (f"stepwall calibrate: {cited}, {f.points} points, RMS {_pct(f.rms)}%, "
-            f"max {_pct(f.max)}%")  # fmt: skip
+    return f"{CLAIM}{cited}, {f.points} points, RMS {_pct(f.rms)}%, max {_pct(f.max)}%"
 
 
 # ---------------------------------------------------------------- the calibrated spec
@@ -815,6 +817,7 @@ def calibrated_toml(fit: Fit, target: Path) -> str:
         if "sources" not in table:
             table["sources"] = tomlkit.table()
         table["sources"][key] = source_text(f, fit.problem.files)
+    _mark_unread(doc, fit)
     ref = doc.get("from")
     if isinstance(ref, str):
         base = entry.path.parent
@@ -824,6 +827,28 @@ def calibrated_toml(fit: Fit, target: Path) -> str:
             if Path(moved) != Path(ref):
                 doc["from"] = Path(moved).as_posix()
     return tomlkit.dumps(doc)
+
+
+KEPT = ("kept from an earlier stepwall calibrate fit (no row of these tables sets it now: "
+        "each is priced by its precision's own value; it is the default where none is "
+        "stated): ")  # fmt: skip
+
+
+def _mark_unread(doc: Any, fit: Fit) -> None:
+    """Rewrite the ``sources`` entry of each field this fit leaves unset whose source claims a
+    fit to one of these tables: the claim no longer holds (`KEPT` says what does)."""
+    entry, written = fit.problem.entry, {f.path for f in fit.written}
+    names = [f"{d.name} (sha256" for d in fit.problem.files]
+    for path in fields_in_order(entry):
+        *tables, key = entry.local(path).split(".")
+        table: Any = doc
+        for name in tables:
+            table = table.get(name) if hasattr(table, "get") else None
+        sources = table.get("sources") if hasattr(table, "get") else None
+        text = sources.get(key) if hasattr(sources, "get") else None
+        if (path not in written and isinstance(text, str) and text.startswith(CLAIM)
+                and any(n in text for n in names)):  # fmt: skip
+            sources[key] = KEPT + text.removeprefix(CLAIM)
 
 
 def write_spec(target: Path, text: str, entry: Entry, kinds: Kinds) -> None:
@@ -1286,12 +1311,12 @@ def _refit(path: Path, registry: Any, updates: int) -> tuple[Manifest, Entry, Fi
     """Fit a manifest's spec to its data; with ``updates`` > 0, write the fit (values into the
     spec, intervals into the manifest's ``[ci95]``) and refit from there until it agrees with
     what is written (a fit from a new start can move a loosely determined field), at most
-    ``updates`` times."""
-    for _ in range(updates + 1):
+    ``updates`` times; each write also marks the sources this fit no longer sets (`KEPT`)."""
+    for i in range(updates + 1):
         m = read_manifest(path)
         entry = load_entry(m.spec, registry.kinds, manifest=path)
         result = calibrate(entry, m.data, registry, m.fit, str(path))
-        if not updates or _settled(result, m, entry):
+        if i == updates or (i > 0 and _settled(result, m, entry)):  # written once at least
             break
         write_spec(entry.path, calibrated_toml(result, entry.path), entry, registry.kinds)
         _write_ci95(m, _intervals(entry, result))
