@@ -1075,7 +1075,8 @@ def _bound(doc: Any, data: Sequence[str], where: str) -> dict[str, float]:
         raise SpecError(where, "bound", "not a table", '[bound] "b200-gemm.csv" = 10')
     for name, pct in doc.items():
         if name not in data:
-            raise SpecError(where, f"bound.{name}", f"not a table of data{did_you_mean(name, data)}",
+            raise SpecError(where, f"bound.{name}",
+                            f"not a table of data{did_you_mean(name, data)}",
                             f"one of: {', '.join(data)}")  # fmt: skip
         if not isinstance(pct, int | float) or isinstance(pct, bool) or not pct > 0:
             raise SpecError(where, f"bound.{name}", f"{pct!r} is not a percentage > 0",
@@ -1378,7 +1379,8 @@ def check(refs: Sequence[str], registry: Any, update: bool = False) -> tuple[lis
         lines += bad
     if drifted or over:
         lines.append(f"FAILED: {drifted} of {total} calibrated values drifted by more than "
-                     f"{100 * DRIFT:g}% from their fit, {over} tables over their bound")  # fmt: skip
+                     f"{100 * DRIFT:g}% from their fit, {over} tables over their "
+                     "bound")  # fmt: skip
     else:
         lines.append(f"ok: {len(paths)} calibration{'s' if len(paths) != 1 else ''}, {total} "
                      f"values within {100 * DRIFT:g}% of their fit")  # fmt: skip

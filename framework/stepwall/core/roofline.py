@@ -150,7 +150,6 @@ def op_terms(
     return terms
 
 
-
 # the fields a precision's roof section may restate for the kernel family of an op kind, by
 # the kind's ramp: (n½, plateau, streaming efficiency, floor, one sequence's rate)
 FAMILY = {

@@ -137,8 +137,7 @@ class Roof:
     )
     moe_floor: float | None = quantity(
         "time",
-        "fixed time of a layer's routed-expert op at this precision (default: the GPU's "
-        "moe_floor)",
+        "fixed time of a layer's routed-expert op at this precision (default: the GPU's moe_floor)",
         latex="t_{p,moe}",
         minimum=0.0,
         inclusive=True,
@@ -159,8 +158,7 @@ class Roof:
     )
     attention_floor: float | None = quantity(
         "time",
-        "fixed time of an attention kernel at this precision (default: the GPU's "
-        "attention_floor)",
+        "fixed time of an attention kernel at this precision (default: the GPU's attention_floor)",
         latex="t_{p,attn}",
         minimum=0.0,
         inclusive=True,
