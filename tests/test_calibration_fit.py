@@ -78,7 +78,7 @@ def test_each_table_fits_within_its_bound_over_the_frontier_sizes(reg: Any, mani
 
 
 def _value(entry: Any, path: str) -> float:
-    return next(v for s, v in entry.scenario.values.items() if s.name == path)
+    return float(next(v for s, v in entry.scenario.values.items() if s.name == path))
 
 
 def _law(reg: Any, entry: Any, prim: str, texts: dict[str, str]) -> Any:

@@ -842,13 +842,12 @@ def _mark_unread(doc: Any, fit: Fit) -> None:
     for path in fields_in_order(entry):
         *tables, key = entry.local(path).split(".")
         table: Any = doc
-        for name in tables:
+        for name in [*tables, "sources"]:
             table = table.get(name) if hasattr(table, "get") else None
-        sources = table.get("sources") if hasattr(table, "get") else None
-        text = sources.get(key) if hasattr(sources, "get") else None
+        text = table.get(key) if hasattr(table, "get") else None
         if (path not in written and isinstance(text, str) and text.startswith(CLAIM)
                 and any(n in text for n in names)):  # fmt: skip
-            sources[key] = KEPT + text.removeprefix(CLAIM)
+            table[key] = KEPT + text.removeprefix(CLAIM)
 
 
 def write_spec(target: Path, text: str, entry: Entry, kinds: Kinds) -> None:
