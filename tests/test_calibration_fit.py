@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import shutil
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import sympy as sp
 
 from stepwall.apps.calibrate import build_problem, law_of, load_entry, read_data, read_manifest
+from stepwall.cli import main
 from stepwall.core.laws import balanced_expert_load
 from stepwall.core.symbols import constants_in
 from stepwall.plugin import registry
@@ -177,3 +179,79 @@ def test_committed_intervals_are_ranges_around_the_committed_values(reg: Any, ma
         value = _value(entry, f"hardware.{key}")
         assert low <= value <= high, key
         assert nominal == pytest.approx(value, rel=1e-3), key
+
+
+# ---------------------------------------------------------------- --check, [frontier], [bound]
+
+FIXTURE = ROOT / "tests" / "data" / "calibration"
+
+
+def _check(reg: Any, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["calibrate", "--check", *argv], registry=reg)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _copy(tmp_path: Path, extra: str) -> Path:
+    """The fixture calibrations in a scratch folder, the GPU manifest with ``extra`` appended."""
+    folder = tmp_path / "calibration"
+    shutil.copytree(FIXTURE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = folder / "manifests" / "demo-gpu.toml"
+    manifest.write_text(manifest.read_text() + extra)
+    return manifest
+
+
+def test_update_writes_intervals_that_check_then_reads_back(
+    reg: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = _copy(
+        tmp_path, '\n[frontier]\ngemm = { m = [1, 64] }\n[bound]\n"../demo-gemm.csv" = 50\n'
+    )
+    code, out, err = _check(reg, capsys, "--update", str(manifest))
+    assert code == 0, out + err
+    ci95 = tomllib.loads(manifest.read_text())["ci95"]
+    assert ci95 and all(parse_range(v)[0] <= parse_range(v)[1] <= parse_range(v)[2]
+                        for v in ci95.values())  # fmt: skip
+    code, out, _ = _check(reg, capsys, str(manifest))
+    assert code == 0 and "m 1..64" in out  # the frontier's spans are reported
+    gemm = [line for line in out.splitlines() if "demo-gemm.csv  all" in line]
+    assert len(gemm) == 1 and gemm[0].rstrip().endswith("50%")  # with the table's bound
+    # an interval edited by hand drifts, as a value does
+    key = next(k for k, v in ci95.items() if not any(c.isalpha() for c in v))  # a fraction
+    low, nominal, high, _ = parse_range(ci95[key])
+    edited = f'"{key}" = "{0.9 * low:.4g}..{high:.4g} ({nominal:.4g})"'
+    lines = [edited if line.startswith((f'"{key}" = ', f"{key} = ")) else line
+             for line in manifest.read_text().splitlines()]  # fmt: skip
+    assert edited in lines
+    manifest.write_text("\n".join(lines) + "\n")
+    code, out, _ = _check(reg, capsys, str(manifest))
+    assert code == 1 and f"ci95.{key}: committed" in out
+
+
+def test_a_table_over_its_bound_fails_the_check(
+    reg: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = _copy(tmp_path, '\n[bound]\n"../demo-gemm.csv" = 0.01\n')
+    code, out, _ = _check(reg, capsys, str(manifest))
+    assert code == 1
+    assert "over: " in out and "demo-gemm.csv: RMS" in out and "exceeds its bound 0.01%" in out
+    assert out.splitlines()[-1].endswith("1 tables over their bound")
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ("\n[frontier]\ngemm = { m = [64, 1] }\n", "frontier.gemm.m: [64, 1] is not a span"),
+    ("\n[frontier]\ngemm = { weight_bits = [1, 2] }\n", "frontier.gemm.weight_bits: is not a "
+                                                         "count column"),
+    ('\n[bound]\n"demo-gem.csv" = 10\n', "bound.demo-gem.csv: not a table of data"),
+    ('\n[bound]\n"../demo-gemm.csv" = -1\n', "is not a percentage > 0"),
+])  # fmt: skip
+def test_a_bad_frontier_or_bound_is_one_line(
+    reg: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: str, fragment: str
+) -> None:
+    code, _, err = _check(reg, capsys, str(_copy(tmp_path, extra)))
+    assert code == 2 and err.count("\n") == 1 and fragment in err, err
+
+
+def test_update_goes_only_with_check(reg: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["calibrate", "b200", "--update"], registry=reg)
+    assert code == 2 and "--update: goes only with --check" in capsys.readouterr().err

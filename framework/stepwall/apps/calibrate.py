@@ -1080,7 +1080,7 @@ def _bound(doc: Any, data: Sequence[str], where: str) -> dict[str, float]:
         if not isinstance(pct, int | float) or isinstance(pct, bool) or not pct > 0:
             raise SpecError(where, f"bound.{name}", f"{pct!r} is not a percentage > 0",
                             "the RMS residual in percent, e.g. 10")  # fmt: skip
-    return {k: float(v) for k, v in doc.items()}
+    return {Path(k).name: float(v) for k, v in doc.items()}  # as the residuals name tables
 
 
 def read_manifest(path: Path) -> Manifest:
