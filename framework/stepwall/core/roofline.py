@@ -16,6 +16,11 @@ bandwidth efficiency and kernel floor):
   grouped-GEMM MoE op; an attention kernel; a small kernel), for the engine's kernel
   library (φ, `Engine.floor_factor`).
 
+A kernel family (the routed experts' grouped GEMMs, attention kernels) may have its own
+plateau, streaming efficiency, floor, n½ and per-sequence rate at a precision: where that
+precision's roof section states them (`FAMILY`), they replace the GEMM's and the GPU-wide
+values for its ops, and a family with its own plateau ramps by the plain Hockney law.
+
 A precision the GPU has no tensor cores for runs at the next wider one that it has
 (fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts.
 Efficiencies, n½ and floors are fitted to microbenchmarks of the primitives

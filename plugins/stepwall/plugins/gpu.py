@@ -10,6 +10,10 @@ one roof per tensor-core math precision it has, as subsections::
     efficiency = 0.70        # plateau fraction on large GEMMs
     half_rows = 200          # rows (tokens) at which a GEMM reaches half the plateau
     [fp8]  …                 # absent: no FP8 tensor cores (fp8 work runs at the bf16 roof)
+
+A roof section may also state the routed experts' and attention kernels' own values at its
+precision (``moe_efficiency``, ``moe_bandwidth_efficiency``, ``moe_floor``, ``attention_*``):
+their kernel families (`stepwall.core.roofline.FAMILY`).
 """
 
 from __future__ import annotations
