@@ -111,8 +111,8 @@ def roofline_rows(
     (load Q, softmax, write O) does not shrink with the context it reads."""
     if rows != 0 and not capped:
         slowdown = 1 + half_rows / rows
-    elif rows != 0:
-        slowdown = 1 + half_rows / sp.Max(rows, half_rows, evaluate=False)
+    elif rows != 0:  # = 1 + n½/max(M, n½), written so that it reads as rising in n½
+        slowdown = sp.Min(1 + half_rows / rows, 2, evaluate=False)
     else:
         slowdown = sp.S.One
     sides = [bytes_ / (bandwidth * mem_eff), flops * slowdown / (peak * flop_eff)]
