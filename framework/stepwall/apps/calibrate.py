@@ -65,6 +65,7 @@ from stepwall.core.units import (
 from stepwall.io import output
 from stepwall.io.output import write_file
 from stepwall.numeric.printer import compile_function
+from stepwall.spec.grammar import parse_range
 from stepwall.spec.loader import CATALOG_DIRS, catalog_names, find_spec_file, load_flat, read_toml
 from stepwall.spec.validation import REQUIRED_SECTIONS, _sections, _structure_all, entry_section
 
@@ -74,8 +75,9 @@ if TYPE_CHECKING:
 Array = npt.NDArray[np.float64]
 
 DRIFT = 1e-3  # --check: a committed value more than 0.1% off its fit has drifted
+UPDATES = 8  # --check --update: writes and refits until the fit agrees with what it wrote
 SECTIONS = ("hardware", "cluster")  # entries whose fields primitives fit
-MANIFEST_KEYS = ("spec", "data", "fit", "description", "source")
+MANIFEST_KEYS = ("spec", "data", "fit", "description", "source", "frontier", "bound", "ci95")
 # the scale of a field whose spec value is 0 (a floor), by dimension: the fit's unit step
 ZERO_SCALE = {TIME: 1e-6, BANDWIDTH: 1e11, COMPUTE_RATE: 1e14, INFORMATION: 1e6}
 ZERO_UNIT = {TIME: "us", BANDWIDTH: "GB/s", COMPUTE_RATE: "TFLOP/s", INFORMATION: "B"}
@@ -771,12 +773,14 @@ def _pct(x: float) -> str:
     return f"{x:.2g}" if x < 10 else f"{x:.0f}"
 
 
+CLAIM = "stepwall calibrate: "  # how a fitted value's sources entry begins
+
+
 def source_text(f: FieldFit, files: Sequence[DataFile]) -> str:
     """The ``sources`` entry of a fitted value: the data (name and SHA-256), the points that
     inform it and their residual."""
     cited = ", ".join(f"{d.name} (sha256 {d.sha256[:12]})" for d in files if d.name in f.files)
-    return (f"stepwall calibrate: {cited}, {f.points} points, RMS {_pct(f.rms)}%, "
-            f"max {_pct(f.max)}%")  # fmt: skip
+    return f"{CLAIM}{cited}, {f.points} points, RMS {_pct(f.rms)}%, max {_pct(f.max)}%"
 
 
 # ---------------------------------------------------------------- the calibrated spec
@@ -813,6 +817,7 @@ def calibrated_toml(fit: Fit, target: Path) -> str:
         if "sources" not in table:
             table["sources"] = tomlkit.table()
         table["sources"][key] = source_text(f, fit.problem.files)
+    _mark_unread(doc, fit)
     ref = doc.get("from")
     if isinstance(ref, str):
         base = entry.path.parent
@@ -822,6 +827,27 @@ def calibrated_toml(fit: Fit, target: Path) -> str:
             if Path(moved) != Path(ref):
                 doc["from"] = Path(moved).as_posix()
     return tomlkit.dumps(doc)
+
+
+KEPT = ("kept from an earlier stepwall calibrate fit (no row of these tables sets it now: "
+        "each is priced by its precision's own value; it is the default where none is "
+        "stated): ")  # fmt: skip
+
+
+def _mark_unread(doc: Any, fit: Fit) -> None:
+    """Rewrite the ``sources`` entry of each field this fit leaves unset whose source claims a
+    fit to one of these tables: the claim no longer holds (`KEPT` says what does)."""
+    entry, written = fit.problem.entry, {f.path for f in fit.written}
+    names = [f"{d.name} (sha256" for d in fit.problem.files]
+    for path in fields_in_order(entry):
+        *tables, key = entry.local(path).split(".")
+        table: Any = doc
+        for name in [*tables, "sources"]:
+            table = table.get(name) if hasattr(table, "get") else None
+        text = table.get(key) if hasattr(table, "get") else None
+        if (path not in written and isinstance(text, str) and text.startswith(CLAIM)
+                and any(n in text for n in names)):  # fmt: skip
+            table[key] = KEPT + text.removeprefix(CLAIM)
 
 
 def write_spec(target: Path, text: str, entry: Entry, kinds: Kinds) -> None:
@@ -1013,9 +1039,55 @@ class Manifest:
     spec: str
     data: tuple[Path, ...]
     fit: tuple[str, ...]
+    # primitive -> column -> (low, high): the sizes the frontier uses (the rows the bound holds on)
+    frontier: Mapping[str, Mapping[str, tuple[float, float]]] = attrs.field(factory=dict)
+    bound: Mapping[str, float] = attrs.field(factory=dict)  # table -> frontier RMS bound, %
+    ci95: Mapping[str, str] = attrs.field(factory=dict)  # field key -> "LOW..HIGH (FIT)"
+
+
+def _frontier(doc: Any, where: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """A manifest's ``[frontier]``: ``PRIMITIVE = { COLUMN = [LOW, HIGH] }``, sizes in the
+    column's (dimensionless) units."""
+    if not isinstance(doc, dict):
+        raise SpecError(where, "frontier", "not a table",
+                        "[frontier] gemm = { m = [1, 4096] }")  # fmt: skip
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for prim, cols in doc.items():
+        if not isinstance(cols, dict) or not cols:
+            raise SpecError(where, f"frontier.{prim}", "not a table of columns",
+                            "{ COLUMN = [LOW, HIGH] }, e.g. { m = [1, 4096] }")  # fmt: skip
+        out[prim] = {}
+        for col, span in cols.items():
+            ok = (isinstance(span, list) and len(span) == 2
+                  and all(isinstance(v, int | float) and not isinstance(v, bool) for v in span)
+                  and 0 < span[0] <= span[1])  # fmt: skip
+            if not ok:
+                raise SpecError(where, f"frontier.{prim}.{col}", f"{span!r} is not a span",
+                                "[LOW, HIGH] with 0 < LOW ≤ HIGH")  # fmt: skip
+            out[prim][col] = (float(span[0]), float(span[1]))
+    return out
+
+
+def _bound(doc: Any, data: Sequence[str], where: str) -> dict[str, float]:
+    """A manifest's ``[bound]``: ``"TABLE.csv" = PERCENT`` for tables it lists."""
+    if not isinstance(doc, dict):
+        raise SpecError(where, "bound", "not a table", '[bound] "b200-gemm.csv" = 10')
+    for name, pct in doc.items():
+        if name not in data:
+            raise SpecError(where, f"bound.{name}",
+                            f"not a table of data{did_you_mean(name, data)}",
+                            f"one of: {', '.join(data)}")  # fmt: skip
+        if not isinstance(pct, int | float) or isinstance(pct, bool) or not pct > 0:
+            raise SpecError(where, f"bound.{name}", f"{pct!r} is not a percentage > 0",
+                            "the RMS residual in percent, e.g. 10")  # fmt: skip
+    return {Path(k).name: float(v) for k, v in doc.items()}  # as the residuals name tables
 
 
 def read_manifest(path: Path) -> Manifest:
+    """Read and check a manifest.
+
+    Stays whole: one check per key of one small file, in the order the file reads.
+    """
     doc = read_toml(path)
     where = str(path)
     for key in doc:
@@ -1041,7 +1113,13 @@ def read_manifest(path: Path) -> Manifest:
     if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
         raise SpecError(where, "fit", "not a list of field names",
                         'e.g. fit = ["hbm_efficiency", "bf16.efficiency"]')  # fmt: skip
-    return Manifest(path, spec, tuple((path.parent / d).resolve() for d in data), tuple(fields))
+    ci95 = doc.get("ci95", {})
+    if not isinstance(ci95, dict) or not all(isinstance(v, str) for v in ci95.values()):
+        raise SpecError(where, "ci95", "not a table of ranges",
+                        'written by stepwall calibrate --check --update')  # fmt: skip
+    return Manifest(path, spec, tuple((path.parent / d).resolve() for d in data), tuple(fields),
+                    _frontier(doc.get("frontier", {}), where), _bound(doc.get("bound", {}), data,
+                    where), dict(ci95))  # fmt: skip
 
 
 def manifests_in(refs: Sequence[str]) -> tuple[list[Path], str]:
@@ -1107,19 +1185,163 @@ def distinct(files: Sequence[DataFile]) -> tuple[list[DataFile], int]:
     return out, repeated
 
 
-def check(refs: Sequence[str], registry: Any) -> tuple[list[str], int]:
-    """Re-fit each manifest's spec to its data: a line per manifest (``ok …``) and per
-    drifted value, and the number of drifted values."""
+@attrs.frozen
+class TableFit:
+    """The residual of one table's rows of one primitive group (``label`` "all": the whole
+    table), over all its rows and over the sizes the frontier uses (``sizes``)."""
+
+    table: str
+    label: str
+    points: int
+    rms: float
+    max: float
+    sizes: str
+    frontier_points: int
+    frontier_rms: float
+    frontier_max: float
+
+
+def _in_frontier(fit: Fit, frontier: Mapping[str, Mapping[str, tuple[float, float]]],
+                 where: str) -> Array:  # fmt: skip
+    """Per row (in group order): whether its sizes lie in the frontier's spans."""
+    out = []
+    for g in fit.problem.groups:
+        spans = frontier.get(g.primitive.name, {})
+        keep = np.ones(len(g.rows), bool)
+        for col, (lo, hi) in spans.items():
+            if col not in g.data or not g.primitive.numbers[col].dimensionless:
+                raise SpecError(where, f"frontier.{g.primitive.name}.{col}",
+                                f"is not a count column of primitive {g.primitive.name}",
+                                ", ".join(c for c, d in g.primitive.numbers.items()
+                                          if d.dimensionless))  # fmt: skip
+            keep &= (g.data[col] >= lo) & (g.data[col] <= hi)
+        out.append(keep)
+    return np.concatenate(out) if out else np.zeros(0, bool)
+
+
+def _sizes_text(frontier: Mapping[str, Mapping[str, tuple[float, float]]], prims: Iterable[str]
+                ) -> str:  # fmt: skip
+    spans = [f"{col} {lo:g}..{hi:g}" for p in dict.fromkeys(prims)
+             for col, (lo, hi) in frontier.get(p, {}).items()]  # fmt: skip
+    return ", ".join(spans) or "all"
+
+
+def table_fits(fit: Fit, frontier: Mapping[str, Mapping[str, tuple[float, float]]],
+               where: str = "") -> list[TableFit]:  # fmt: skip
+    """The residuals per table and primitive group, then per table, over all rows and over
+    the frontier's sizes."""
+    rel = 100.0 * (fit.predicted / fit.problem.measured - 1.0)
+    front = _in_frontier(fit, frontier, where)
+    files = np.array([r.file for r in fit.problem.rows])
+    labels = np.array([g.label for g in fit.problem.groups for _ in g.rows])
+    prims = [g.primitive.name for g in fit.problem.groups for _ in g.rows]
+    out = []
+    for d in fit.problem.files:
+        mine = files == d.name
+        keys = [(lab, labels == lab) for lab in dict.fromkeys(labels[mine].tolist())]
+        for label, pick in [*keys, ("all", np.ones(len(rel), bool))]:
+            rows = mine & pick
+            err, near = rel[rows], rel[rows & front]
+            used = [p for p, r in zip(prims, rows, strict=True) if r]
+            out.append(TableFit(d.name, label, int(rows.sum()), _rms(err), _peak(err),
+                                _sizes_text(frontier, used), len(near), _rms(near),
+                                _peak(near)))  # fmt: skip
+    return out
+
+
+def _peak(err: Array) -> float:
+    return float(np.abs(err).max()) if len(err) else 0.0
+
+
+def ci95_text(f: FieldFit) -> str | None:
+    """A fitted field's 95% interval as a spec range, ``"LOW..HIGH (FIT)"`` (the grammar of
+    `stepwall.spec.grammar.parse_range`); None where the fit leaves it undetermined."""
+    if not (f.fitted and math.isfinite(f.low) and math.isfinite(f.high)):
+        return None
+    return f"{_shown(f.low, f.dim)}..{_shown(f.high, f.dim)} ({_shown(f.value, f.dim)})"
+
+
+def _ci_drifted(committed: str | None, fitted: str | None) -> bool:
+    """Whether a committed interval is more than `DRIFT` off the fitted one (at any end)."""
+    if committed is None or fitted is None:
+        return committed != fitted
+    try:
+        a, b = parse_range(committed), parse_range(fitted)
+    except UnitError:
+        return True
+    return a[3] != b[3] or any(abs(x - y) > DRIFT * max(abs(x), abs(y))
+                               for x, y in zip(a[:3], b[:3], strict=True))  # fmt: skip
+
+
+def _residual_lines(fits: Sequence[TableFit], bound: Mapping[str, float]) -> list[str]:
+    rows = [["table", "primitive", "points", "RMS", "max", "frontier sizes", "points", "RMS",
+             "max", "bound"]]  # fmt: skip
+    for t in fits:
+        limit = bound.get(t.table) if t.label == "all" else None
+        rows.append([t.table, t.label, str(t.points), f"{_pct(t.rms)}%", f"{_pct(t.max)}%",
+                     t.sizes, str(t.frontier_points), f"{_pct(t.frontier_rms)}%",
+                     f"{_pct(t.frontier_max)}%", f"{_pct(limit)}%" if limit else ""])  # fmt: skip
+    return ["  " + line for line in _table(rows, right=(2, 3, 4, 6, 7, 8, 9))]
+
+
+def _write_ci95(m: Manifest, texts: Mapping[str, str]) -> None:
+    """Set the manifest's ``[ci95]`` table to ``texts`` (comments and layout kept)."""
+    doc = tomlkit.parse(m.path.read_text(encoding="utf-8-sig"))
+    table = tomlkit.table()
+    for key, text in texts.items():
+        table[key] = text
+    doc["ci95"] = table
+    write_file(m.path, tomlkit.dumps(doc), check=read_manifest)
+
+
+def _intervals(entry: Entry, result: Fit) -> dict[str, str]:
+    return {entry.local(f.path): t for f in result.written if (t := ci95_text(f)) is not None}
+
+
+def _settled(result: Fit, m: Manifest, entry: Entry) -> bool:
+    """Whether every fitted value and interval agrees with the committed one."""
+    moved = any(abs(f.value - f.start) > DRIFT * abs(f.start) or (f.start == 0 and f.value != 0)
+                for f in result.written)  # fmt: skip
+    fitted = _intervals(entry, result)
+    return not moved and not any(_ci_drifted(m.ci95.get(k), fitted.get(k))
+                                 for k in dict.fromkeys([*fitted, *m.ci95]))  # fmt: skip
+
+
+def _refit(path: Path, registry: Any, updates: int) -> tuple[Manifest, Entry, Fit]:
+    """Fit a manifest's spec to its data; with ``updates`` > 0, write the fit (values into the
+    spec, intervals into the manifest's ``[ci95]``) and refit from there until it agrees with
+    what is written (a fit from a new start can move a loosely determined field), at most
+    ``updates`` times; each write also marks the sources this fit no longer sets (`KEPT`)."""
+    for i in range(updates + 1):
+        m = read_manifest(path)
+        entry = load_entry(m.spec, registry.kinds, manifest=path)
+        result = calibrate(entry, m.data, registry, m.fit, str(path))
+        if i == updates or (i > 0 and _settled(result, m, entry)):  # written once at least
+            break
+        write_spec(entry.path, calibrated_toml(result, entry.path), entry, registry.kinds)
+        _write_ci95(m, _intervals(entry, result))
+    return m, entry, result
+
+
+def check(refs: Sequence[str], registry: Any, update: bool = False) -> tuple[list[str], int]:
+    """Re-fit each manifest's spec to its data: a line per manifest (``ok …``), its residuals
+    per table and primitive group (all rows, and the sizes its ``[frontier]`` names, against
+    its ``[bound]``), a line per drifted value or interval and per table over its bound; and
+    how many failed. ``update``: write the refit values into the spec and the intervals into
+    the manifest's ``[ci95]`` first (what drifted no longer does).
+
+    Stays whole: one pass per manifest — fit, compare, report — whose lines and counts share
+    the fit.
+    """
     paths, origin = manifests_in(refs)
     if not paths:
         return [f"ok: no calibration manifests in {origin}"], 0
     lines: list[str] = []
-    drifted = total = 0
+    drifted = total = over = 0
     for path in paths:
-        m = read_manifest(path)
-        entry = load_entry(m.spec, registry.kinds, manifest=path)
-        result = calibrate(entry, m.data, registry, m.fit, str(path))
+        m, entry, result = _refit(path, registry, UPDATES if update else 0)
         spec = shown_path(str(entry.path))
+        intervals = _intervals(entry, result)
         bad = []
         for f in result.written:
             total += 1
@@ -1129,7 +1351,14 @@ def check(refs: Sequence[str], registry: Any) -> tuple[list[str], int]:
                 change = f" ({100 * (f.value / f.start - 1):+.2f}%)" if f.start else ""
                 bad.append(f"{spec}:{f.path}: committed {_shown(f.start, f.dim)}, fit "
                            f"{_shown(f.value, f.dim)}{change} (by {shown_path(str(path))}; "
-                           "refit with stepwall calibrate)")  # fmt: skip
+                           "refit with stepwall calibrate --check --update)")  # fmt: skip
+        if m.ci95:  # a manifest without intervals states none (--update writes them)
+            for key in dict.fromkeys([*intervals, *m.ci95]):
+                if _ci_drifted(m.ci95.get(key), intervals.get(key)):
+                    drifted += 1
+                    bad.append(f"{shown_path(str(path))}:ci95.{key}: committed "
+                               f"{m.ci95.get(key, 'none')}, fit {intervals.get(key, 'none')} "
+                               "(refit with stepwall calibrate --check --update)")  # fmt: skip
         fitted = f"{result.points} points (RMS {_pct(result.rms)}%, max {_pct(result.max)}%)"
         if bad:
             lines.append(f"drift: {shown_path(str(path))}: {len(bad)} of {len(result.written)} "
@@ -1137,14 +1366,24 @@ def check(refs: Sequence[str], registry: Any) -> tuple[list[str], int]:
         else:
             lines.append(f"ok: {shown_path(str(path))}: {len(result.written)} values of {spec} "
                          f"within {100 * DRIFT:g}% of their fit to {fitted}")  # fmt: skip
+        fits = table_fits(result, m.frontier, str(path))
+        lines += _residual_lines(fits, m.bound)
+        for t in fits:
+            limit = m.bound.get(t.table)
+            if t.label == "all" and limit is not None and t.frontier_rms > limit:
+                over += 1
+                bad.append(f"over: {shown_path(str(path))}: {t.table}: RMS {_pct(t.frontier_rms)}"
+                           f"% over the frontier sizes ({t.sizes}) exceeds its bound "
+                           f"{_pct(limit)}%")  # fmt: skip
         lines += bad
-    if drifted:
+    if drifted or over:
         lines.append(f"FAILED: {drifted} of {total} calibrated values drifted by more than "
-                     f"{100 * DRIFT:g}% from their fit")  # fmt: skip
+                     f"{100 * DRIFT:g}% from their fit, {over} tables over their "
+                     "bound")  # fmt: skip
     else:
         lines.append(f"ok: {len(paths)} calibration{'s' if len(paths) != 1 else ''}, {total} "
                      f"values within {100 * DRIFT:g}% of their fit")  # fmt: skip
-    return lines, drifted
+    return lines, drifted + over
 
 
 # ---------------------------------------------------------------- the primitives, listed
@@ -1202,6 +1441,7 @@ class CalibrateOptions:
     json: bool = False
     check: bool = False
     primitives: bool = False
+    update: bool = False
 
 
 def run_cli(ns: CalibrateOptions, registry: Any, warn: Callable[[Sequence[str]], None]) -> int:
@@ -1218,13 +1458,16 @@ def run_cli(ns: CalibrateOptions, registry: Any, warn: Callable[[Sequence[str]],
         entry = load_entry(ns.spec[0], registry.kinds) if ns.spec else None
         print(describe_primitives(registry.primitives, entry))
         return 0
+    if ns.update and not ns.check:
+        raise SpecError("calibrate", "--update", "goes only with --check",
+                        "stepwall calibrate --check --update [MANIFEST|FOLDER …]")  # fmt: skip
     if ns.check:
         for flag, given in (("--data", ns.data), ("-o", ns.output), ("--fit", ns.fit),
                             ("--plot", ns.plot)):  # fmt: skip
             if given is not None and given != []:  # -o "" too
                 raise SpecError("calibrate", flag, "does not go with --check",
                                 "stepwall calibrate --check [MANIFEST|FOLDER …]")  # fmt: skip
-        lines, drifted = check(ns.spec, registry)
+        lines, drifted = check(ns.spec, registry, update=ns.update)
         if ns.json:
             print(json.dumps({"ok": not drifted, "lines": lines}, indent=2))
         else:

@@ -32,8 +32,11 @@ spec value, too few points). -o writes the spec back with comments and layout ke
 fitted value replaced and its sources entry naming the data's SHA-256, points and residual.
 
 --check re-fits every shipped calibration (specs/calibration/*.toml: spec = "b200",
-data = ["b200-gemm.csv", ...], optional fit = [...]) and exits 1 with a line per committed
-value more than 0.1% off its fit; exit 0 when all agree. Bad data is one line and exit 2.
+data = ["b200-gemm.csv", ...], optional fit = [...], [frontier] sizes, [bound] per table,
+[ci95] intervals) and prints the RMS and max residual per table and primitive group, over all
+rows and over the sizes the frontier uses; it exits 1 with a line per committed value or
+interval more than 0.1% off its fit and per table over its bound; exit 0 when all agree.
+--check --update writes the refit values and intervals first. Bad data is one line, exit 2.
 
 examples:
   stepwall calibrate --primitives                       # the primitives and their columns
@@ -41,6 +44,7 @@ examples:
   stepwall calibrate b200 --data gemm.csv -o my-b200.toml --plot fit.svg
   stepwall calibrate hgx-b200-ib --data nccl.csv --fit hop_latency,bus_bandwidth --json
   stepwall calibrate --check                            # the shipped calibrations
+  stepwall calibrate --check --update                   # refit them: values and intervals
 docs/calibration.md has the format, each primitive's law and a walk-through for a new GPU.
 """
 
@@ -69,6 +73,9 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--check", action="store_true",
                    help="re-fit the shipped calibrations; exit 1 if a committed value drifted "
                    "by more than 0.1%%")  # fmt: skip
+    p.add_argument("--update", action="store_true",
+                   help="with --check: first write each refit value into its spec and the 95%% "
+                   "intervals into the manifest's [ci95]")  # fmt: skip
     p.add_argument("--primitives", action="store_true",
                    help="list the primitives (columns, fields, law); with SPEC, each law as a "
                    "formula over its fields")  # fmt: skip

@@ -111,8 +111,8 @@ def roofline_rows(
     (load Q, softmax, write O) does not shrink with the context it reads."""
     if rows != 0 and not capped:
         slowdown = 1 + half_rows / rows
-    elif rows != 0:
-        slowdown = 1 + half_rows / sp.Max(rows, half_rows, evaluate=False)
+    elif rows != 0:  # = 1 + n½/max(M, n½), written so that it reads as rising in n½
+        slowdown = sp.Min(1 + half_rows / rows, 2, evaluate=False)
     else:
         slowdown = sp.S.One
     sides = [bytes_ / (bandwidth * mem_eff), flops * slowdown / (peak * flop_eff)]
@@ -554,3 +554,17 @@ def wait_quantile(
     log = sp.log(utilisation / (1 - quantile), evaluate=False)
     tail = sp.Mul(mean - backlog, log, 1 / utilisation, evaluate=False)
     return backlog + sp.Max(tail, 0, evaluate=False)
+
+
+@law((DIMENSIONLESS, DIMENSIONLESS), n_experts=DIMENSIONLESS, top_k=DIMENSIONLESS,
+     tokens=DIMENSIONLESS, ranks=DIMENSIONLESS)  # fmt: skip
+def balanced_expert_load(
+    n_experts: sp.Expr, top_k: sp.Expr, tokens: sp.Expr, ranks: sp.Expr
+) -> tuple[sp.Expr, sp.Expr]:
+    """(experts hit, picks) on one of R EP ranks when a balanced router spreads T tokens' k
+    picks evenly over the E experts, as kernel benchmarks route (aiconfigurator's
+    collect_moe ``balanced_logits``): hit = max(1, min(E, T·k)/R), picks = max(1, T·k/R) (the
+    rank measured holds at least one pick)."""
+    picks = tokens * top_k
+    hit = sp.Max(1, sp.Min(n_experts, picks, evaluate=False) / ranks, evaluate=False)
+    return hit, sp.Max(1, picks / ranks, evaluate=False)

@@ -16,6 +16,11 @@ bandwidth efficiency and kernel floor):
   grouped-GEMM MoE op; an attention kernel; a small kernel), for the engine's kernel
   library (φ, `Engine.floor_factor`).
 
+A kernel family (the routed experts' grouped GEMMs, attention kernels) may have its own
+plateau, streaming efficiency, floor, n½ and per-sequence rate at a precision: where that
+precision's roof section states them (`FAMILY`), they replace the GEMM's and the GPU-wide
+values for its ops, and a family with its own plateau ramps by the plain Hockney law.
+
 A precision the GPU has no tensor cores for runs at the next wider one that it has
 (fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts;
 where the engine states a kernel path for the GPU's family and the op's precision
@@ -121,26 +126,30 @@ def op_terms(
     slow = 1 / (1 - engine.comm_sm_fraction) if engine.two_batch_overlap else sp.S.One
     moved = op.bytes if bytes_ is None else bytes_
     terms = []
-    half_rows = r.half_rows
-    stated_moe = scenario.section(f"hardware.{used}").moe_half_rows is not None
-    if kind.ramp == "expert_rows" and stated_moe:
-        half_rows = r.moe_half_rows  # the experts' grouped GEMMs ramp up on their own
-    rows, capped = op.rows, True
-    factor = path.moe_factor if kind.ramp == "expert_rows" else path.factor
+    rows, capped, half_rows, flop_eff = op.rows, True, r.half_rows, r.efficiency
+    factor = path.moe_factor if kind.ramp == "expert_rows" else path.factor  # the engine's
     if kind.ramp == "context":  # its ramp is in the context each query reads
         stated_half = scenario.hardware.attention_half_context is not None
         half_rows = hw.attention_half_context if stated_half else sp.S.Zero
         rows, capped = (op.rows if stated_half else sp.S.Zero), False
     serial = None  # the rate one sequence's attention reaches alone, where the GPU states it
-    if (
-        kind.serial
-        and engine.memory_efficiency is None  # an engine's single streaming rate replaces it
-        and scenario.hardware.attention_user_bandwidth is not None
-    ):
+    single = engine.memory_efficiency is not None  # an engine's one streaming rate: no other
+    if kind.serial and not single and scenario.hardware.attention_user_bandwidth is not None:
         serial = hw.attention_user_bandwidth
+    per_kernel = getattr(hw, floor_field) if floor_field else r.gemm_floor
+    # the kernel family's own values at this precision, where its roof section states them
+    own = _own(scenario.section(f"hardware.{used}"), r, FAMILY.get(kind.ramp, ("",) * 5))
+    if own[0] is not None:
+        half_rows, rows = own[0], op.rows
+    if own[1] is not None:  # a family's own plateau: its own Hockney ramp, uncapped
+        flop_eff, capped = own[1], False
+    per_kernel = per_kernel if own[3] is None else own[3]
+    if not single:
+        efficiency = efficiency if own[2] is None else own[2]
+        serial = serial if own[4] is None or not kind.serial else own[4]
     if moved != 0 or op.flops != 0:
         t = roofline_rows(moved, op.flops, hw.hbm_bandwidth, efficiency, r.flops,
-                          r.efficiency * factor, rows, half_rows, op.serial_bytes, serial,
+                          flop_eff * factor, rows, half_rows, op.serial_bytes, serial,
                           capped)  # fmt: skip
         at = op.precision if used == op.precision else f"{op.precision} at the {used} roof"
         if path != KernelPath(op.precision, op.precision):
@@ -148,8 +157,23 @@ def op_terms(
         terms.append(Term(op.name, slow * t, plugin, why or f"roofline ({at}) of {op.why}",
                           op.group, lane))  # fmt: skip
     if op.kernels != 0:
-        per_kernel = getattr(hw, floor_field) if floor_field else r.gemm_floor
         floor = floor_time(op.kernels, per_kernel, engine.floor_factor)
         terms.append(Term(f"{op.name}.floor", floor, plugin,
                           f"{op.kind} kernel floors × engine factor", op.group, lane))  # fmt: skip
     return terms
+
+
+# the fields a precision's roof section may restate for the kernel family of an op kind, by
+# the kind's ramp: (n½, plateau, streaming efficiency, floor, one sequence's rate)
+FAMILY = {
+    "expert_rows": ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency", "moe_floor",
+                    ""),
+    "context": ("attention_half_context", "attention_efficiency",
+                "attention_bandwidth_efficiency", "attention_floor", "attention_user_bandwidth"),
+}  # fmt: skip
+
+
+def _own(stated: Any, r: Any, fields: tuple[str, ...]) -> list[Any]:
+    """The roof's own value of each of ``fields`` where its section states it, else None."""
+    return [getattr(r, f) if f and getattr(stated, f, None) is not None else None
+            for f in fields]  # fmt: skip

@@ -10,6 +10,10 @@ one roof per tensor-core math precision it has, as subsections::
     efficiency = 0.70        # plateau fraction on large GEMMs
     half_rows = 200          # rows (tokens) at which a GEMM reaches half the plateau
     [fp8]  …                 # absent: no FP8 tensor cores (fp8 work runs at the bf16 roof)
+
+A roof section may also state the routed experts' and attention kernels' own values at its
+precision (``moe_efficiency``, ``moe_bandwidth_efficiency``, ``moe_floor``, ``attention_*``):
+their kernel families (`stepwall.core.roofline.FAMILY`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ import attrs
 import sympy as sp
 
 from stepwall.core.fields import FRACTION, KindSpec, choice, quantity
-from stepwall.core.laws import FLOPS_PER_MAC, expected_distinct_experts, ffn_params, floor_time
+from stepwall.core.laws import (
+    FLOPS_PER_MAC,
+    balanced_expert_load,
+    ffn_params,
+    floor_time,
+)
 from stepwall.core.primitives import Primitive
 from stepwall.core.roofline import op_terms
 from stepwall.core.scenario import Scenario
@@ -129,6 +138,64 @@ class Roof:
         inclusive=True,
         default=None,
     )
+    moe_efficiency: float | None = _fraction(
+        "achieved fraction of this peak in the routed experts' grouped GEMMs (their kernel "
+        "family's plateau; default: efficiency)",
+        r"\eta_{p,moe}",
+        default=None,
+    )
+    moe_bandwidth_efficiency: float | None = _fraction(
+        "achieved fraction of hbm_bandwidth streaming the routed experts' weights at this "
+        "precision (default: the GPU's moe_efficiency)",
+        r"\eta_{mem,p,moe}",
+        default=None,
+    )
+    moe_floor: float | None = quantity(
+        "time",
+        "fixed time of a layer's routed-expert op at this precision (default: the GPU's moe_floor)",
+        latex="t_{p,moe}",
+        minimum=0.0,
+        inclusive=True,
+        maximum=1.0,
+        default=None,
+    )
+    attention_efficiency: float | None = _fraction(
+        "achieved fraction of this peak in attention kernels over a KV cache of this "
+        "precision (their kernel family's plateau; default: efficiency)",
+        r"\eta_{p,attn}",
+        default=None,
+    )
+    attention_bandwidth_efficiency: float | None = _fraction(
+        "achieved fraction of hbm_bandwidth reading a KV cache of this precision in decode "
+        "attention (default: the GPU's attention_efficiency)",
+        r"\eta_{mem,p,attn}",
+        default=None,
+    )
+    attention_floor: float | None = quantity(
+        "time",
+        "fixed time of an attention kernel at this precision (default: the GPU's attention_floor)",
+        latex="t_{p,attn}",
+        minimum=0.0,
+        inclusive=True,
+        maximum=1.0,
+        default=None,
+    )
+    attention_half_context: float | None = quantity(
+        "dimensionless",
+        "KV tokens per query at which an attention kernel at this precision reaches half its "
+        "compute plateau (default: the GPU's attention_half_context)",
+        latex=r"S_{p,1/2}",
+        minimum=0.0,
+        inclusive=True,
+        default=None,
+    )
+    attention_user_bandwidth: float | None = quantity(
+        "bandwidth",
+        "rate at which one sequence's decode attention streams a KV cache of this precision "
+        "when alone (default: the GPU's attention_user_bandwidth)",
+        latex=r"\beta_{p,seq}",
+        default=None,
+    )
 
 
 @hookimpl
@@ -172,10 +239,10 @@ def _gemm(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) 
 
 def _moe(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
     """One layer's routed experts on one of ``ep`` ranks for ``tokens`` tokens (before
-    dispatch) under uniform top-k routing: the model's ``moe.routed_experts`` op."""
+    dispatch), routed as the benchmark routes them (balanced: `balanced_expert_load`):
+    the model's ``moe.routed_experts`` op for those experts and rows."""
     expert = ffn_params(x["hidden"], x["inter"])
-    hit = expected_distinct_experts(x["experts"], x["topk"], x["tokens"]) / x["ep"]
-    picks = x["tokens"] * x["topk"] / x["ep"]
+    hit, picks = balanced_expert_load(x["experts"], x["topk"], x["tokens"], x["ep"])
     op = Op("moe", hit * expert * x["weight_bits"], expert * picks * FLOPS_PER_MAC, PLUGIN,
             "a routed-expert layer", "calibration", sp.S.One, "", "grouped_gemm",
             t["precision"], picks / hit)  # fmt: skip
@@ -221,7 +288,13 @@ def stepwall_primitives() -> list[Primitive]:
     precision = {"precision": PRECISIONS}
     roofs = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("efficiency", "half_rows"))
     floors = tuple(f"{p}.gemm_floor" for p in PRECISIONS)
-    grouped = tuple(f"{p}.moe_half_rows" for p in PRECISIONS)
+    grouped = tuple(f"{p}.{f}" for p in PRECISIONS
+                    for f in ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency",
+                              "moe_floor"))  # fmt: skip
+    attention = tuple(f"{p}.{f}" for p in ("bf16", "fp8")
+                      for f in ("attention_efficiency", "attention_bandwidth_efficiency",
+                                "attention_floor", "attention_half_context",
+                                "attention_user_bandwidth"))  # fmt: skip
     return [
         Primitive("gemm", "hardware", "a dense GEMM (cuBLAS/CUTLASS/DeepGEMM), m tokens × n×k "
                   "weights", {"m": one, "n": one, "k": one, **_BITS}, precision,
@@ -234,7 +307,7 @@ def stepwall_primitives() -> list[Primitive]:
                   {"batch": one, "kv_len": one, "heads": one, "kv_lora_rank": one,
                    "qk_rope_head_dim": one, "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")},
                   ("attention_efficiency", "attention_floor", "attention_user_bandwidth",
-                   "attention_half_context"),
+                   "attention_half_context", *attention),
                   _mla_decode, PLUGIN),
         Primitive("memory_copy", "hardware", "a streaming copy kernel (bytes read + written)",
                   {"bytes": INFORMATION}, {}, ("hbm_efficiency", "kernel_floor"), _copy, PLUGIN),
