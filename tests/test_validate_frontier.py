@@ -180,7 +180,7 @@ def test_ranking_compares_measured_and_predicted_orders():
 def _manifest(tmp_path: Path, intervals: str) -> Path:
     folder = tmp_path / "calibration"
     folder.mkdir(exist_ok=True)
-    (folder / "h100.toml").write_text(f'spec = "h100"\ndata = []\n[intervals]\n{intervals}\n')
+    (folder / "h100.toml").write_text(f'spec = "h100"\ndata = []\n[ci95]\n{intervals}\n')
     return folder
 
 
@@ -228,9 +228,9 @@ def test_an_interval_applies_only_where_the_spec_file_set_the_value(tmp_path):
 @pytest.mark.parametrize(
     ("intervals", "key", "problem"),
     [
-        ('"hbm_efficiency" = "0.9"', "intervals.hbm_efficiency", "not a range"),
-        ('"hbm_efficiency" = "0.9..0.8"', "intervals.hbm_efficiency", "low end above"),
-        ('"hbm_efficiency" = "0.1..0.2"', "intervals.hbm_efficiency", "does not hold"),
+        ('"hbm_efficiency" = "0.9"', "ci95.hbm_efficiency", "not a range"),
+        ('"hbm_efficiency" = "0.9..0.8"', "ci95.hbm_efficiency", "low end above"),
+        ('"hbm_efficiency" = "0.1..0.2"', "ci95.hbm_efficiency", "does not hold"),
     ],
 )
 def test_bad_intervals_are_one_line_errors(tmp_path, intervals, key, problem):

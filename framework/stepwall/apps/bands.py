@@ -3,7 +3,7 @@
 Two sources make an input uncertain (docs/validation.md, "Bands"):
 
 - the calibration's 95% intervals: a manifest ``specs/calibration/<gpu>.toml`` may carry an
-  ``[intervals]`` table of hardware field = ``"LOW..HIGH"`` for the spec its ``spec`` key
+  ``[ci95]`` table of hardware field = ``"LOW..HIGH"`` for the spec its ``spec`` key
   names (``"moe_efficiency" = "0.57..0.63"``). An interval applies where the hardware spec
   file it calibrates set the value (a ``--set`` of the field, or another spec, keeps it exact);
 - the stated ranges of the specs themselves (docs/ranges.md), e.g. an engine's unmeasured
@@ -54,25 +54,25 @@ Intervals = Mapping[Path, Mapping[str, Interval]]  # hardware spec file -> path 
 
 
 def calibration_intervals(folder: Path | None = None) -> dict[Path, dict[str, Interval]]:
-    """The ``[intervals]`` of every calibration manifest in ``folder`` (default: the
+    """The ``[ci95]`` of every calibration manifest in ``folder`` (default: the
     catalog's ``calibration/``), by the hardware spec file each calibrates (resolved)."""
     out: dict[Path, dict[str, Interval]] = {}
     root = catalog_root() / "calibration" if folder is None else folder
     for manifest in sorted(root.glob("*.toml")):
         where = str(manifest)
         doc = read_toml(manifest)
-        given = doc.get("intervals")
+        given = doc.get("ci95")
         if given is None:
             continue
         if not isinstance(given, dict):
-            raise SpecError(where, "intervals", "is not a table", f"field = {INTERVAL_EXPECTED}")
+            raise SpecError(where, "ci95", "is not a table", f"field = {INTERVAL_EXPECTED}")
         spec = doc.get("spec")
         if not isinstance(spec, str) or not spec.strip():
             raise SpecError(where, "spec", "missing", "the hardware spec the manifest calibrates")
         hw = find_spec_file(spec, "hardware", where=where, key="spec").resolve()
         own = out.setdefault(hw, {})
         for field, text in flat_keys(given):
-            key = f"intervals.{field}"
+            key = f"ci95.{field}"
             if not is_range(text):
                 raise SpecError(where, key, f"{text!r} is not a range", INTERVAL_EXPECTED)
             try:
@@ -108,7 +108,7 @@ def _calibrated(sc: Any, intervals: Intervals) -> list[tuple[Interval, Any]]:
                 continue
             nominal = float(sc.values[sym])
             if not iv.low <= nominal <= iv.high:
-                raise SpecError(iv.manifest, f"intervals.{path[9:]}", f"{iv.text!r} does not "
+                raise SpecError(iv.manifest, f"ci95.{path[9:]}", f"{iv.text!r} does not "
                                 f"hold the spec's value {nominal:.6g}",
                                 "the 95% interval around the fitted value")  # fmt: skip
             out.append((iv, sym))
@@ -125,7 +125,7 @@ def ranged_inputs(
         if iv.path in model.structural_keys and not ranges.same_shape(
             model, iv.path, (iv.low, iv.high), registry
         ):
-            raise SpecError(iv.manifest, f"intervals.{iv.path[9:]}", "decides which terms "
+            raise SpecError(iv.manifest, f"ci95.{iv.path[9:]}", "decides which terms "
                             "the model has, so it cannot take an interval",
                             "a continuous value")  # fmt: skip
         unit = "" if sym.dim.dimensionless else str(sym.dim)
