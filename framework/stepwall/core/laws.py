@@ -363,3 +363,30 @@ def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: int) -> sp.Expr:
     a_tree over D levels. A first-order model: candidates treated as independent."""
     per_level = 1 - (1 - acceptance) ** (sp.sympify(budget) / depth)
     return chain_accepted(per_level, depth)
+
+
+# ---------------------------------------------------------------- in-flight batching
+
+
+@law((DIMENSIONLESS, DIMENSIONLESS), arrivals=DIMENSIONLESS, prompt=DIMENSIONLESS,
+     chunk=DIMENSIONLESS, ranks=DIMENSIONLESS)  # fmt: skip
+def busiest_rank_prefill(
+    arrivals: sp.Expr, prompt: sp.Expr, chunk: sp.Expr, ranks: sp.Expr, synchronised: bool
+) -> tuple[sp.Expr, sp.Expr]:
+    """Prompt tokens the busiest of R attention ranks prefills per iteration, in expectation,
+    and the share of iterations in which some rank prefills. Prompts of I tokens arrive as a
+    Poisson stream of λ per iteration; a rank prefills at most P tokens per iteration, so a
+    prompt is g = min(I, P)-token pieces, Λ = λ·I/g of them per iteration, and an iteration
+    has none with probability e^(−Λ). Dealt round-robin (or to the least-loaded rank) the
+    busiest rank takes ⌈A/R⌉ of A pieces: E⌈A/R⌉ ≈ max(1 − e^(−Λ), Λ/R + (1 − 1/R)/2 ·
+    (1 − e^(−Λ))), exact for Λ ≪ R and for residues of A mod R spread evenly (Λ ≫ R).
+    ``synchronised`` (TensorRT-LLM's attention-DP balance, tech blog 10): ranks wait to take
+    prompts together, so every rank holds the mean λ·I/R and prefills in a share min(1, Λ/R)
+    of iterations. Both at most P; a stable rank needs λ·I/R ≤ P (docs/physics.md)."""
+    piece = sp.Min(prompt, chunk)
+    pieces = arrivals * prompt / piece
+    if synchronised:
+        return sp.Min(chunk, arrivals * prompt / ranks), sp.Min(1, pieces / ranks)
+    busy = 1 - sp.exp(-pieces)
+    per_rank = sp.Max(busy, pieces / ranks + (1 - 1 / ranks) / 2 * busy)
+    return sp.Min(chunk, piece * per_rank), busy

@@ -319,7 +319,10 @@ class Engine:
     the GPU the communication kernels take, ``comm_sm_fraction``), shared experts on a side
     stream during dispatch (``overlap_shared_experts``), and the most prompt tokens one
     iteration prefills per attention rank in aggregated serving (``prefill_chunk``); the share
-    of device memory it gives weights and the KV cache (``memory_fraction``)."""
+    of device memory it gives weights and the KV cache (``memory_fraction``); how it places
+    prompts on attention-DP ranks (``prefill_placement``: ``round_robin`` or
+    ``synchronised``) and whether prefill chunks ride in decode iterations (``prefill_schedule``
+    ``mixed``) or run in iterations of their own that stall decode (``interleaved``)."""
 
     layer_kernels: sp.Expr = sp.S.Zero
     floor_factor: sp.Expr = sp.S.One
@@ -330,6 +333,8 @@ class Engine:
     overlap_shared_experts: bool = False
     prefill_chunk: sp.Expr = attrs.field(factory=lambda: sp.Integer(8192))
     memory_fraction: sp.Expr = sp.S.One  # of device memory, for weights and KV cache
+    prefill_placement: str = "round_robin"
+    prefill_schedule: str = "mixed"
 
 
 @attrs.frozen
@@ -343,7 +348,9 @@ class Step:
     decode iteration also prefills ``prefill_tokens`` prompt tokens per replica, of which the
     busiest attention rank takes ``prefill_tokens_rank``. ``kv_transfer`` prompt tokens whose
     KV cache is sent to a decode pool after the pass (disaggregated serving). ``completion``
-    output tokens per request (OSL), for sizing a separate prefill pool."""
+    output tokens per request (OSL), for sizing a separate prefill pool. ``prefill_passes``:
+    prefill passes of their own per decode iteration (an engine that interleaves prefill
+    with decode runs them between decode iterations, every rank stepping together)."""
 
     name: str
     users: sp.Expr
@@ -356,6 +363,7 @@ class Step:
     prefill_context: sp.Expr = sp.S.Zero  # mean tokens a prefilled prompt token attends to
     kv_transfer: sp.Expr = sp.S.Zero
     completion: sp.Expr = sp.S.One
+    prefill_passes: sp.Expr = sp.S.Zero
 
     @property
     def tokens(self) -> sp.Expr:

@@ -14,7 +14,9 @@ An engine profile (``specs/engines/*.toml``) states, each with its source:
 - the host time added per kernel launch without CUDA graphs (``launch_overhead``), as a term;
 - the share of device memory it gives weights and the KV cache;
 - how it overlaps work: two-batch overlap, shared experts during dispatch, the share of the
-  GPU communication kernels take, and the prefill chunk of aggregated serving.
+  GPU communication kernels take, and the prefill chunk of aggregated serving;
+- how it places prompts on attention-DP ranks and whether prefill rides in decode
+  iterations or stalls them (the in-flight batching law, docs/physics.md).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import attrs
 import sympy as sp
 
-from stepwall.core.fields import FACTOR, FRACTION, KindSpec, flag, quantity
+from stepwall.core.fields import FACTOR, FRACTION, KindSpec, choice, flag, quantity
 from stepwall.core.laws import launch_time
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Decoding, Engine, Step, Term, Workload
@@ -110,6 +112,18 @@ class EngineSpec:
         integer=True,
         default=8192,
     )
+    prefill_placement: str = choice(
+        ("round_robin", "synchronised"),
+        "how new prompts are placed on attention-DP ranks: dealt round-robin or to the least "
+        "loaded rank, or held until every rank takes prompts in the same iteration",
+        default="round_robin",
+    )
+    prefill_schedule: str = choice(
+        ("mixed", "interleaved"),
+        "prefill chunks ride in decode iterations (mixed), or run in iterations of their own "
+        "that stall decode (interleaved)",
+        default="mixed",
+    )
 
 
 @hookimpl
@@ -130,6 +144,8 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         overlap_shared_experts=spec.overlap_shared_experts,
         prefill_chunk=e.prefill_chunk,
         memory_fraction=e.memory_fraction,
+        prefill_placement=spec.prefill_placement,
+        prefill_schedule=spec.prefill_schedule,
     )
 
 

@@ -4,12 +4,18 @@ The workload kind decides which forward passes are costed (`Step`s):
 
 - ``decode``: a decode pool at steady state, C users each attending to S tokens of context
   (the decode side of disaggregated serving, or a decode-only benchmark);
-- ``serving``: aggregated serving with in-flight batching and chunked prefill: C requests in
-  flight per replica, each of ISL prompt and OSL output tokens. A request attends on average
-  to ISL + OSL/2 tokens, and each decode iteration also prefills the prompts of the requests
-  that replace finished ones, C·τ·ISL/OSL tokens per replica (τ tokens per user per step),
-  of which the busiest attention rank takes Min(all, Max(chunk, all/ranks)) (a prompt's
-  chunk lands on one rank; TensorRT-LLM and SGLang chunk prompts this way);
+- ``serving``: aggregated serving with in-flight batching and chunked prefill, as a steady
+  state: C requests in flight per replica, each of ISL prompt and OSL output tokens. A
+  request attends on average to ISL + OSL/2 tokens. Each iteration λ = C·τ/OSL requests
+  finish (τ tokens per user per iteration, MTP included) and are replaced, so λ·ISL prompt
+  tokens per replica arrive per iteration on average; the engine places them on the R = ep
+  attention ranks (round-robin, or synchronised) and prefills at most its chunk P per rank
+  per iteration. Ranks step together (they meet at the MoE all-to-all), so the step pays
+  the busiest rank's prefill, in expectation (`busiest_rank_prefill`); the experts see the
+  replica's mean. A mixed engine carries the chunks in decode iterations; an interleaved one
+  runs them in passes of their own between decode iterations (their share of iterations),
+  which decode users wait for. Draft passes do not prefill. A rank whose mean arrivals
+  exceed P per iteration cannot keep up: the configuration is infeasible;
 - ``prefill``: a prefill pool, C prompts of ISL tokens per replica per step.
 
 Each kind also costs ``ttft``: one prompt of ISL tokens prefilled alone on a replica (time to
@@ -24,6 +30,7 @@ import attrs
 import sympy as sp
 
 from stepwall.core.fields import KindSpec, flag, quantity
+from stepwall.core.laws import busiest_rank_prefill
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
 from stepwall.plugin.hookspecs import hookimpl
@@ -163,10 +170,12 @@ def stepwall_steps(
         step = Step("decode", layout.users, layout.users_per_attention_rank, m, w.context, tau,
                     completion=osl)  # fmt: skip
         return [step, ttft]
-    prompts = layout.users * tau * isl / osl  # prompt tokens prefilled per iteration
-    busiest = sp.Min(prompts, sp.Max(engine.prefill_chunk, prompts / layout.ep), evaluate=False)
+    arrivals = layout.users * tau / osl  # requests finished, and replaced, per iteration
+    busiest, passes = busiest_rank_prefill(arrivals, isl, engine.prefill_chunk, layout.ep,
+                                           engine.prefill_placement == "synchronised")  # fmt: skip
+    own = passes if engine.prefill_schedule == "interleaved" else sp.S.Zero
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
-                prompts, busiest, isl / 2, completion=osl)  # fmt: skip
+                arrivals * isl, busiest, isl / 2, completion=osl, prefill_passes=own)  # fmt: skip
     return [step, ttft]
 
 
@@ -174,10 +183,23 @@ def stepwall_steps(
 def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
 ) -> list[Constraint]:
-    """A decoding user's context holds its prompt: S ≥ ISL."""
+    """A decoding user's context holds its prompt: S ≥ ISL; in serving, each attention rank
+    prefills its mean arrivals within the chunk: C·τ·ISL/(OSL·R) ≤ P."""
+    w = scenario.params.workload
+    if scenario.kinds["workload"] == "serving":
+        arriving = w.concurrency * decoding.accepted_tokens * w.input_tokens / w.output_tokens
+        return [
+            Constraint(
+                "prefill_keeps_up",
+                arriving / layout.ep <= scenario.params.engine.prefill_chunk,
+                "each attention rank must prefill the prompts arriving on it per iteration "
+                "(C·τ·ISL/OSL over the ranks) within the engine's chunk",
+                ("workload.concurrency", "engine.prefill_chunk", "workload.output_tokens"),
+                "workload",
+            )
+        ]
     if scenario.kinds["workload"] != "decode":
         return []
-    w = scenario.params.workload
     return [
         Constraint(
             "context_holds_prompt",
