@@ -368,25 +368,43 @@ def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: int) -> sp.Expr:
 # ---------------------------------------------------------------- in-flight batching
 
 
+def _busiest_share(count: sp.Expr, ranks: sp.Expr) -> sp.Expr:
+    """E⌈A/R⌉ for A ~ Poisson(Λ) dealt round-robin over R ranks: max(1 − e^(−Λ), Λ/R +
+    (1 − 1/R)/2 · (1 − e^(−Λ))), exact for Λ ≪ R (one each) and for residues of A mod R
+    spread evenly (Λ ≫ R)."""
+    some = 1 - sp.exp(-count)
+    return sp.Max(some, count / ranks + (1 - 1 / ranks) / 2 * some)
+
+
 @law((DIMENSIONLESS, DIMENSIONLESS), arrivals=DIMENSIONLESS, prompt=DIMENSIONLESS,
      chunk=DIMENSIONLESS, ranks=DIMENSIONLESS)  # fmt: skip
 def busiest_rank_prefill(
-    arrivals: sp.Expr, prompt: sp.Expr, chunk: sp.Expr, ranks: sp.Expr, synchronised: bool
+    arrivals: sp.Expr,
+    prompt: sp.Expr,
+    chunk: sp.Expr,
+    ranks: sp.Expr,
+    synchronised: bool,
+    interleaved: bool,
 ) -> tuple[sp.Expr, sp.Expr]:
-    """Prompt tokens the busiest of R attention ranks prefills per iteration, in expectation,
-    and the share of iterations in which some rank prefills. Prompts of I tokens arrive as a
-    Poisson stream of λ per iteration; a rank prefills at most P tokens per iteration, so a
-    prompt is g = min(I, P)-token pieces, Λ = λ·I/g of them per iteration, and an iteration
-    has none with probability e^(−Λ). Dealt round-robin (or to the least-loaded rank) the
-    busiest rank takes ⌈A/R⌉ of A pieces: E⌈A/R⌉ ≈ max(1 − e^(−Λ), Λ/R + (1 − 1/R)/2 ·
-    (1 − e^(−Λ))), exact for Λ ≪ R and for residues of A mod R spread evenly (Λ ≫ R).
-    ``synchronised`` (TensorRT-LLM's attention-DP balance, tech blog 10): ranks wait to take
-    prompts together, so every rank holds the mean λ·I/R and prefills in a share min(1, Λ/R)
-    of iterations. Both at most P; a stable rank needs λ·I/R ≤ P (docs/physics.md)."""
-    piece = sp.Min(prompt, chunk)
-    pieces = arrivals * prompt / piece
+    """Prompt tokens the busiest of R attention ranks prefills per decode iteration, in
+    expectation, and the prefill passes of their own per decode iteration. Prompts of I
+    tokens arrive as a Poisson stream of λ per iteration; a pass prefills at most P tokens
+    per rank. Mixed into decode iterations (one pass each), a prompt is g = min(I, P)-token
+    pieces, Λ = λ·I/g per iteration, the busiest rank takes min(P, g·E⌈Λ/R⌉) and no pass is
+    its own. Interleaved, every decode iteration's prompts are prefilled before the next:
+    the busiest rank takes I·E⌈λ/R⌉ in max((1 − e^(−λ))·⌈I/P⌉, tokens/P) passes. Dealt
+    round-robin or to the least-loaded rank (`_busiest_share`); ``synchronised``
+    (TensorRT-LLM's attention-DP balance, tech blog 10): ranks wait to take prompts
+    together, so the busiest holds the mean λ·I/R, in λ·⌈I/P⌉/R passes. A stable mixed rank
+    needs λ·I/R ≤ P (docs/physics.md)."""
+    mean = arrivals * prompt / ranks
+    if interleaved:
+        if synchronised:
+            return mean, arrivals * sp.ceiling(prompt / chunk) / ranks
+        tokens = prompt * _busiest_share(arrivals, ranks)
+        some = 1 - sp.exp(-arrivals)
+        return tokens, sp.Max(some * sp.ceiling(prompt / chunk), tokens / chunk)
     if synchronised:
-        return sp.Min(chunk, arrivals * prompt / ranks), sp.Min(1, pieces / ranks)
-    busy = 1 - sp.exp(-pieces)
-    per_rank = sp.Max(busy, pieces / ranks + (1 - 1 / ranks) / 2 * busy)
-    return sp.Min(chunk, piece * per_rank), busy
+        return sp.Min(chunk, mean), sp.S.Zero
+    piece = sp.Min(prompt, chunk)
+    return sp.Min(chunk, piece * _busiest_share(arrivals * prompt / piece, ranks)), sp.S.Zero

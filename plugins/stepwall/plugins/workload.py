@@ -12,10 +12,10 @@ The workload kind decides which forward passes are costed (`Step`s):
   attention ranks (round-robin, or synchronised) and prefills at most its chunk P per rank
   per iteration. Ranks step together (they meet at the MoE all-to-all), so the step pays
   the busiest rank's prefill, in expectation (`busiest_rank_prefill`); the experts see the
-  replica's mean. A mixed engine carries the chunks in decode iterations; an interleaved one
-  runs them in passes of their own between decode iterations (their share of iterations),
-  which decode users wait for. Draft passes do not prefill. A rank whose mean arrivals
-  exceed P per iteration cannot keep up: the configuration is infeasible;
+  replica's mean. A mixed engine carries the chunks in decode iterations, and a rank whose
+  mean arrivals exceed P per iteration cannot keep up (the configuration is infeasible); an
+  interleaved one prefills each iteration's arrivals in passes of their own before the next
+  decode iteration, which decode users wait for. Draft passes do not prefill;
 - ``prefill``: a prefill pool, C prompts of ISL tokens per replica per step.
 
 Each kind also costs ``ttft``: one prompt of ISL tokens prefilled alone on a replica (time to
@@ -172,10 +172,11 @@ def stepwall_steps(
         return [step, ttft]
     arrivals = layout.users * tau / osl  # requests finished, and replaced, per iteration
     busiest, passes = busiest_rank_prefill(arrivals, isl, engine.prefill_chunk, layout.ep,
-                                           engine.prefill_placement == "synchronised")  # fmt: skip
-    own = passes if engine.prefill_schedule == "interleaved" else sp.S.Zero
+                                           engine.prefill_placement == "synchronised",
+                                           engine.prefill_schedule == "interleaved")  # fmt: skip
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
-                arrivals * isl, busiest, isl / 2, completion=osl, prefill_passes=own)  # fmt: skip
+                arrivals * isl, busiest, isl / 2, completion=osl,
+                prefill_passes=passes)  # fmt: skip
     return [step, ttft]
 
 
@@ -183,10 +184,11 @@ def stepwall_steps(
 def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
 ) -> list[Constraint]:
-    """A decoding user's context holds its prompt: S ≥ ISL; in serving, each attention rank
-    prefills its mean arrivals within the chunk: C·τ·ISL/(OSL·R) ≤ P."""
+    """A decoding user's context holds its prompt: S ≥ ISL; in serving with prefill mixed into
+    decode iterations, each attention rank prefills its mean arrivals within the chunk:
+    C·τ·ISL/(OSL·R) ≤ P (an interleaving engine runs as many prefill passes as it needs)."""
     w = scenario.params.workload
-    if scenario.kinds["workload"] == "serving":
+    if scenario.kinds["workload"] == "serving" and scenario.engine.prefill_schedule == "mixed":
         arriving = w.concurrency * decoding.accepted_tokens * w.input_tokens / w.output_tokens
         return [
             Constraint(
