@@ -202,9 +202,14 @@ def _violated(sets: list[str]) -> set[str]:
 
 
 def test_a_rank_that_cannot_keep_up_is_refused() -> None:
-    """3,072 requests of 1,024 prompt tokens finishing every 128 tokens: 3,072 prompt tokens
-    per rank per iteration, twice the 1,536-token chunk."""
+    """384 decode tokens per rank and 3,072 requests of 1,024 prompt tokens finishing every
+    OSL/τ iterations, through TensorRT-LLM's 1,536-token budget per iteration: OSL = 256
+    leaves 384 + 1,536 tokens per rank, OSL = 384 exactly 384 + 1,024 + 128 spare."""
     assert "prefill_keeps_up" not in _violated([])
-    assert "prefill_keeps_up" in _violated(["workload.output_tokens=128"])
-    assert "prefill_keeps_up" not in _violated(["workload.output_tokens=256"])  # exactly P
-    assert "prefill_keeps_up" in _violated(["workload.output_tokens=256", *MTP])  # τ = 1.875
+    assert "prefill_keeps_up" in _violated(["workload.output_tokens=256"])
+    assert "prefill_keeps_up" not in _violated(["workload.output_tokens=384"])
+    # OSL = 768: 384 + 512 tokens per rank; with MTP 768 verify tokens + 1.875 × 512 > 1,536
+    assert "prefill_keeps_up" not in _violated(["workload.output_tokens=768"])
+    assert "prefill_keeps_up" in _violated(["workload.output_tokens=768", *MTP])
+    interleaved = ["workload.output_tokens=256", "engine.prefill_schedule=interleaved"]
+    assert "prefill_keeps_up" not in _violated(interleaved)  # it runs passes of its own

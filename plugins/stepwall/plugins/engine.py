@@ -107,7 +107,10 @@ class EngineSpec:
     overlap_shared_experts: bool = flag("run the shared experts on a side stream during dispatch")
     prefill_chunk: int = quantity(
         "dimensionless",
-        "most prompt tokens one iteration prefills on an attention rank (aggregated serving)",
+        "most tokens one iteration puts through an attention rank in aggregated serving: "
+        "decode tokens included where prefill is mixed into decode iterations (TensorRT-LLM "
+        "max_num_tokens, vLLM max_num_batched_tokens), a prefill pass's chunk where it is "
+        "interleaved (SGLang --chunked-prefill-size)",
         latex="P_{chunk}",
         integer=True,
         default=8192,

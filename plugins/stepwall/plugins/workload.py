@@ -171,9 +171,13 @@ def stepwall_steps(
                     completion=osl)  # fmt: skip
         return [step, ttft]
     arrivals = layout.users * tau / osl  # requests finished, and replaced, per iteration
-    busiest, passes = busiest_rank_prefill(arrivals, isl, engine.prefill_chunk, layout.ep,
+    interleaved = engine.prefill_schedule == "interleaved"
+    # a mixed iteration's token budget holds its decode tokens first (at least one left)
+    chunk, decode_tokens = engine.prefill_chunk, layout.users_per_attention_rank * m
+    budget = chunk if interleaved else sp.Max(1, chunk - decode_tokens)
+    busiest, passes = busiest_rank_prefill(arrivals, isl, budget, layout.ep,
                                            engine.prefill_placement == "synchronised",
-                                           engine.prefill_schedule == "interleaved")  # fmt: skip
+                                           interleaved)  # fmt: skip
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
                 arrivals * isl, busiest, isl / 2, completion=osl,
                 prefill_passes=passes)  # fmt: skip
@@ -185,19 +189,25 @@ def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
 ) -> list[Constraint]:
     """A decoding user's context holds its prompt: S ≥ ISL; in serving with prefill mixed into
-    decode iterations, each attention rank prefills its mean arrivals within the chunk:
-    C·τ·ISL/(OSL·R) ≤ P (an interleaving engine runs as many prefill passes as it needs)."""
+    decode iterations, each attention rank puts its decode tokens and the prompt tokens
+    arriving on it, on average, through the iteration's budget: (C·M + C·τ·ISL/OSL)/R ≤ P
+    (an interleaving engine runs as many prefill passes as it needs)."""
     w = scenario.params.workload
     if scenario.kinds["workload"] == "serving" and scenario.engine.prefill_schedule == "mixed":
-        arriving = w.concurrency * decoding.accepted_tokens * w.input_tokens / w.output_tokens
+        d = decoding
+        rank = layout.users_per_attention_rank
+        arriving = w.concurrency * d.accepted_tokens * w.input_tokens / w.output_tokens
         return [
             Constraint(
                 "prefill_keeps_up",
-                arriving / layout.ep <= scenario.params.engine.prefill_chunk,
-                "each attention rank must prefill the prompts arriving on it per iteration "
-                "(C·τ·ISL/OSL over the ranks) within the engine's chunk",
+                rank * d.verify_tokens + arriving / layout.ep
+                <= scenario.params.engine.prefill_chunk,
+                "each attention rank must put its decode tokens and the prompt tokens arriving "
+                "on it per iteration (C·τ·ISL/OSL over the ranks) through the engine's "
+                "per-iteration token budget",
                 ("workload.concurrency", "engine.prefill_chunk", "workload.output_tokens"),
                 "workload",
+                ("decode and arriving prompt tokens per rank", "token budget"),
             )
         ]
     if scenario.kinds["workload"] != "decode":
