@@ -177,6 +177,13 @@ def test_serving_step_no_longer_pays_a_full_chunk() -> None:
     assert float(full.evaluate()["step_time_s"]) < float(m.evaluate()["step_time_s"])
 
 
+def test_decode_tokens_come_first_in_a_mixed_budget() -> None:
+    """At OSL = 384, 8 prompts finish per iteration, about 1.4 on the busiest rank: more
+    than the 1,536 − 384 = 1,152 tokens the budget leaves after the rank's decode tokens."""
+    m = build_model(SERVING, ["workload.output_tokens=384"])
+    assert _value(m, m.steps[0].prefill_tokens_rank) == pytest.approx(1536 - 3072 / 8)
+
+
 def test_interleaved_prefill_stalls_decode() -> None:
     """An engine that prefills in passes of its own makes decode users wait for them."""
     mixed = build_model(SERVING)
