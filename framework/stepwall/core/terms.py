@@ -317,8 +317,8 @@ class Engine:
     kernel launch (``launch_overhead``: 0 under CUDA graphs); and how it overlaps work:
     two-batch overlap of communication with compute (``two_batch_overlap``, with the share of
     the GPU the communication kernels take, ``comm_sm_fraction``), shared experts on a side
-    stream during dispatch (``overlap_shared_experts``), and the most prompt tokens one
-    iteration prefills per attention rank in aggregated serving (``prefill_chunk``); the share
+    stream during dispatch (``overlap_shared_experts``), and the most tokens one iteration
+    puts through an attention rank in aggregated serving (``prefill_chunk``); the share
     of device memory it gives weights and the KV cache (``memory_fraction``); how it places
     prompts on attention-DP ranks (``prefill_placement``: ``round_robin`` or
     ``synchronised``) and whether prefill chunks ride in decode iterations (``prefill_schedule``

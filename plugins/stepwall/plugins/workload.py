@@ -9,13 +9,15 @@ The workload kind decides which forward passes are costed (`Step`s):
   request attends on average to ISL + OSL/2 tokens. Each iteration λ = C·τ/OSL requests
   finish (τ tokens per user per iteration, MTP included) and are replaced, so λ·ISL prompt
   tokens per replica arrive per iteration on average; the engine places them on the R = ep
-  attention ranks (round-robin, or synchronised) and prefills at most its chunk P per rank
-  per iteration. Ranks step together (they meet at the MoE all-to-all), so the step pays
-  the busiest rank's prefill, in expectation (`busiest_rank_prefill`); the experts see the
-  replica's mean. A mixed engine carries the chunks in decode iterations, and a rank whose
-  mean arrivals exceed P per iteration cannot keep up (the configuration is infeasible); an
-  interleaved one prefills each iteration's arrivals in passes of their own before the next
-  decode iteration, which decode users wait for. Draft passes do not prefill;
+  attention ranks (round-robin, or synchronised) and prefills them in chunks. Ranks step
+  together (they meet at the MoE all-to-all), so the step pays the busiest rank's prefill,
+  in expectation (`busiest_rank_prefill`); the experts see the replica's mean. A mixed
+  engine carries the chunks in decode iterations, in what its per-iteration token budget P
+  leaves after the rank's decode tokens, and a rank whose decode and mean arriving prompt
+  tokens exceed P cannot keep up (the configuration is infeasible); an interleaved one
+  prefills each iteration's arrivals in passes of their own (at most P tokens per rank
+  each) before the next decode iteration, which decode users wait for. Draft passes do not
+  prefill;
 - ``prefill``: a prefill pool, C prompts of ISL tokens per replica per step.
 
 Each kind also costs ``ttft``: one prompt of ISL tokens prefilled alone on a replica (time to
