@@ -4,6 +4,7 @@ its limits, and the serving step built on it."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stepwall.core.laws import busiest_rank_prefill
-from stepwall.model.compose import build_model
+from stepwall.model.compose import StepModel, build_model
 
 SERVING = "dsr1-fp4-b200-adp-ep8"  # 3,072 requests on 8 attention ranks, 1K/2K, chunk 1,536
 MTP = ["decoding.kind=mtp", "decoding.drafts=1", "decoding.acceptance=0.875",
@@ -77,7 +78,7 @@ def simulate_interleaved(arrivals: float, prompt: int, chunk: int, ranks: int,
 
 
 # (prompt, chunk, ranks, load per rank as a share of the chunk): short and long prompts
-# against the chunk, one to eight ranks, light to heavy load
+# against the chunk, one to 72 ranks, light to heavy load
 CASES = [
     (1024, 2048, 8, 0.2),
     (1024, 2048, 8, 0.5),
@@ -88,6 +89,9 @@ CASES = [
     (8192, 8192, 4, 0.2),
     (4096, 2048, 4, 0.5),
     (1024, 2048, 1, 0.5),
+    (1024, 2048, 32, 0.4),  # wide EP: Λ ≈ R, where neither limit of E⌈A/R⌉ holds
+    (8192, 2048, 72, 0.2),
+    (128, 8192, 72, 0.3),
 ]
 
 
@@ -160,34 +164,40 @@ def test_between_the_mean_and_all(
     assert more[0] >= tokens * (1 - 1e-9) and more[1] >= passes * (1 - 1e-9)
 
 
-def _value(model: object, expr: sp.Expr) -> float:
-    return float(model.substituted(expr))  # type: ignore[attr-defined]
+@functools.cache
+def serving(*sets: str) -> StepModel:
+    """The serving scenario with ``sets``, built once per module."""
+    return build_model(SERVING, list(sets))
+
+
+def _value(model: StepModel, expr: sp.Expr) -> float:
+    return float(model.substituted(expr))
 
 
 def test_serving_step_no_longer_pays_a_full_chunk() -> None:
     """At 3,072 requests on 8 ranks (1K/2K), 1.5 prompts finish per iteration: 1,536 prompt
     tokens for the replica's experts, 192 per rank on average; the busiest rank's expected
     share stays well under the 1,536-token chunk."""
-    m = build_model(SERVING)
+    m = serving()
     step = m.steps[0]
     assert _value(m, step.prefill_tokens) == pytest.approx(3072 / 2048 * 1024)
     busiest = _value(m, step.prefill_tokens_rank)
     assert 192 < busiest < 0.6 * 1536
-    full = build_model(SERVING, ["engine.prefill_placement=synchronised"])
+    full = serving("engine.prefill_placement=synchronised")
     assert float(full.evaluate()["step_time_s"]) < float(m.evaluate()["step_time_s"])
 
 
 def test_decode_tokens_come_first_in_a_mixed_budget() -> None:
     """At OSL = 384, 8 prompts finish per iteration, about 1.4 on the busiest rank: more
     than the 1,536 − 384 = 1,152 tokens the budget leaves after the rank's decode tokens."""
-    m = build_model(SERVING, ["workload.output_tokens=384"])
+    m = serving("workload.output_tokens=384")
     assert _value(m, m.steps[0].prefill_tokens_rank) == pytest.approx(1536 - 3072 / 8)
 
 
 def test_interleaved_prefill_stalls_decode() -> None:
     """An engine that prefills in passes of its own makes decode users wait for them."""
-    mixed = build_model(SERVING)
-    interleaved = build_model(SERVING, ["engine.prefill_schedule=interleaved"])
+    mixed = serving()
+    interleaved = serving("engine.prefill_schedule=interleaved")
     own = [o for o in interleaved.workload.ops if o.name == "prefill.own_passes"]
     assert len(own) == 1 and not any(o.name == "prefill.own_passes" for o in mixed.workload.ops)
     tpot = {k: 1 / float(v.evaluate()["tokens_per_s_per_user"])
@@ -197,7 +207,7 @@ def test_interleaved_prefill_stalls_decode() -> None:
 
 def test_mtp_steps_bring_more_prompts_and_drafts_do_not_prefill() -> None:
     """τ tokens per user per iteration finish requests τ times as fast."""
-    m = build_model(SERVING, MTP)
+    m = serving(*MTP)
     tau = 1 + 0.875  # one draft accepted with probability a
     assert _value(m, m.steps[0].prefill_tokens) == pytest.approx(3072 * tau / 2048 * 1024)
     drafts = [o for o in m.workload.ops if o.name.startswith("draft.") and o.rows != 0]
@@ -205,7 +215,7 @@ def test_mtp_steps_bring_more_prompts_and_drafts_do_not_prefill() -> None:
 
 
 def _violated(sets: list[str]) -> set[str]:
-    return {v.constraint.name for v in build_model(SERVING, sets).violations()}
+    return {v.constraint.name for v in serving(*sets).violations()}
 
 
 def test_a_rank_that_cannot_keep_up_is_refused() -> None:
