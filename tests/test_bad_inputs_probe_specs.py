@@ -139,7 +139,7 @@ CASES: list[tuple[str, list[str], int | None, str]] = [
      "resident memory per GPU"),
     ("isl-0", _set(SERVING, "workload.input_tokens=0"), REFUSE, "workload.input_tokens"),
     ("osl-0", _set(SERVING, "workload.output_tokens=0"), REFUSE, "workload.output_tokens"),
-    ("isl-1e12", _set(SERVING, "workload.input_tokens=1e12"), REFUSE, "resident memory"),
+    ("isl-1e12", _set(SERVING, "workload.input_tokens=1e12"), REFUSE, "workload.input_tokens"),
     # a decoding user's context holds its prompt
     ("context-below-prompt", _set(BASE, "workload.context=100"), REFUSE,
      "workload.context: 100 < workload.input_tokens = 1024"),

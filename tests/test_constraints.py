@@ -221,7 +221,8 @@ def test_memory_blames_the_key_the_user_changed(capsys) -> None:
     an expert-parallel degree the scenario never states."""
     from stepwall.cli import main
 
-    assert main(["eval", "llama8b-h100-serving", "--set", "workload.concurrency=100000"]) == 2
+    assert main(["eval", "llama8b-h100-serving", "--set", "workload.concurrency=100000",
+                 "--set", "engine.prefill_chunk=1000000"]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "--set:workload.concurrency: resident memory per GPU" in err
     assert "parallel.ep" not in err

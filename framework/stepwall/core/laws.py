@@ -568,3 +568,49 @@ def balanced_expert_load(
     picks = tokens * top_k
     hit = sp.Max(1, sp.Min(n_experts, picks, evaluate=False) / ranks, evaluate=False)
     return hit, sp.Max(1, picks / ranks, evaluate=False)
+
+
+# ---------------------------------------------------------------- in-flight batching
+
+
+def _busiest_share(count: sp.Expr, ranks: sp.Expr) -> sp.Expr:
+    """E⌈A/R⌉ for A ~ Poisson(Λ) dealt round-robin over R ranks: max(1 − e^(−Λ), Λ/R +
+    (1 − 1/R)/2 · (1 − e^(−Λ))), exact for Λ ≪ R (one each) and for residues of A mod R
+    spread evenly (√Λ ≫ R); up to 27% high in between (Λ ≈ R, √Λ < R: the residues are
+    not even there)."""
+    some = 1 - sp.exp(-count)
+    return sp.Max(some, count / ranks + (1 - 1 / ranks) / 2 * some)
+
+
+@law((DIMENSIONLESS, DIMENSIONLESS), arrivals=DIMENSIONLESS, prompt=DIMENSIONLESS,
+     chunk=DIMENSIONLESS, ranks=DIMENSIONLESS)  # fmt: skip
+def busiest_rank_prefill(
+    arrivals: sp.Expr,
+    prompt: sp.Expr,
+    chunk: sp.Expr,
+    ranks: sp.Expr,
+    synchronised: bool,
+    interleaved: bool,
+) -> tuple[sp.Expr, sp.Expr]:
+    """Prompt tokens the busiest of R attention ranks prefills per decode iteration, in
+    expectation, and the prefill passes of their own per decode iteration. Prompts of I
+    tokens arrive as a Poisson stream of λ per iteration; a pass prefills at most P tokens
+    per rank. Mixed into decode iterations (one pass each), a prompt is g = min(I, P)-token
+    pieces, Λ = λ·I/g per iteration, the busiest rank takes min(P, g·E⌈Λ/R⌉) and no pass is
+    its own. Interleaved, every decode iteration's prompts are prefilled before the next:
+    the busiest rank takes I·E⌈λ/R⌉ in max((1 − e^(−λ))·⌈I/P⌉, tokens/P) passes. Dealt
+    round-robin or to the least-loaded rank (`_busiest_share`); ``synchronised``
+    (TensorRT-LLM's attention-DP balance, tech blog 10): ranks wait to take prompts
+    together, so the busiest holds the mean λ·I/R, in λ·⌈I/P⌉/R passes. A stable mixed rank
+    needs λ·I/R ≤ P (docs/physics.md)."""
+    mean = arrivals * prompt / ranks
+    if interleaved:
+        if synchronised:
+            return mean, arrivals * sp.ceiling(prompt / chunk) / ranks
+        tokens = prompt * _busiest_share(arrivals, ranks)
+        some = 1 - sp.exp(-arrivals)
+        return tokens, sp.Max(some * sp.ceiling(prompt / chunk), tokens / chunk)
+    if synchronised:
+        return sp.Min(chunk, mean), sp.S.Zero
+    piece = sp.Min(prompt, chunk)
+    return sp.Min(chunk, piece * _busiest_share(arrivals * prompt / piece, ranks)), sp.S.Zero

@@ -350,7 +350,10 @@ class Engine:
     dispatch sends a token (``dispatcher``: once per chosen expert, once per destination rank,
     or ``auto``: per rank in prefill, per expert in decode); whether its memory fraction is of
     the memory the weights leave free (``memory_of_free``), and the tokens per block of its
-    paged KV cache (``kv_block``)."""
+    paged KV cache (``kv_block``); how it places prompts on attention-DP ranks
+    (``prefill_placement``: ``round_robin`` or ``synchronised``) and whether prefill chunks ride
+    in decode iterations (``prefill_schedule`` ``mixed``) or run in iterations of their own that
+    stall decode (``interleaved``)."""
 
     layer_kernels: sp.Expr = sp.S.Zero
     floor_factor: sp.Expr = sp.S.One
@@ -377,6 +380,8 @@ class Engine:
     dispatcher: str = "per_expert"  # expert dispatch: per_expert, per_rank or auto (by phase)
     memory_of_free: bool = False  # memory_fraction of what the weights leave free, not of all
     kv_block: sp.Expr = sp.S.One  # tokens per KV-cache block (page)
+    prefill_placement: str = "round_robin"
+    prefill_schedule: str = "mixed"
 
 
 @attrs.frozen
@@ -392,7 +397,10 @@ class Step:
     KV cache is sent to a decode pool after the pass (disaggregated serving). ``completion``
     output tokens per request (OSL), for sizing a separate prefill pool. ``arrival_rate``:
     requests per second arriving at a replica (Poisson, open loop); None: a closed loop, each
-    of the ``users`` requests replaced as soon as it finishes (`stepwall.model.queueing`)."""
+    of the ``users`` requests replaced as soon as it finishes (`stepwall.model.queueing`).
+    ``prefill_passes``: prefill passes of their own per decode iteration (an engine that
+    interleaves prefill with decode runs them between decode iterations, every rank stepping
+    together)."""
 
     name: str
     users: sp.Expr
@@ -406,6 +414,7 @@ class Step:
     kv_transfer: sp.Expr = sp.S.Zero
     completion: sp.Expr = sp.S.One
     arrival_rate: sp.Expr | None = None
+    prefill_passes: sp.Expr = sp.S.Zero
 
     @property
     def tokens(self) -> sp.Expr:

@@ -21,6 +21,8 @@ An engine profile (``specs/engines/*.toml``) states, each with its source:
   they differ from the calibrated roof (`stepwall.core.terms.KernelPath`).
 - how its expert dispatch sends tokens (``dispatcher``), what its memory fraction is of, and
   the block size of its paged KV cache.
+- how it places prompts on attention-DP ranks and whether prefill rides in decode
+  iterations or stalls them (the in-flight batching law, docs/physics.md).
 """
 
 from __future__ import annotations
@@ -131,7 +133,10 @@ class EngineSpec:
     )
     prefill_chunk: int = quantity(
         "dimensionless",
-        "most prompt tokens one iteration prefills on an attention rank (aggregated serving)",
+        "most tokens one iteration puts through an attention rank in aggregated serving: "
+        "decode tokens included where prefill is mixed into decode iterations (TensorRT-LLM "
+        "max_num_tokens, vLLM max_num_batched_tokens), a prefill pass's chunk where it is "
+        "interleaved (SGLang --chunked-prefill-size)",
         latex="P_{chunk}",
         integer=True,
         default=8192,
@@ -179,6 +184,18 @@ class EngineSpec:
         latex="b_{kv}",
         integer=True,
         default=1,
+    )
+    prefill_placement: str = choice(
+        ("round_robin", "synchronised"),
+        "how new prompts are placed on attention-DP ranks: dealt round-robin or to the least "
+        "loaded rank, or held until every rank takes prompts in the same iteration",
+        default="round_robin",
+    )
+    prefill_schedule: str = choice(
+        ("mixed", "interleaved"),
+        "prefill chunks ride in decode iterations (mixed), or run in iterations of their own "
+        "that stall decode (interleaved)",
+        default="mixed",
     )
 
 
@@ -251,6 +268,8 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         dispatcher=spec.dispatcher,
         memory_of_free=spec.memory_of_free,
         kv_block=e.kv_block,
+        prefill_placement=spec.prefill_placement,
+        prefill_schedule=spec.prefill_schedule,
     )
 
 

@@ -4,12 +4,20 @@ The workload kind decides which forward passes are costed (`Step`s):
 
 - ``decode``: a decode pool at steady state, C users each attending to S tokens of context
   (the decode side of disaggregated serving, or a decode-only benchmark);
-- ``serving``: aggregated serving with in-flight batching and chunked prefill: C requests in
-  flight per replica, each of ISL prompt and OSL output tokens. A request attends on average
-  to ISL + OSL/2 tokens, and each decode iteration also prefills the prompts of the requests
-  that replace finished ones, C·τ·ISL/OSL tokens per replica (τ tokens per user per step),
-  of which the busiest attention rank takes Min(all, Max(chunk, all/ranks)) (a prompt's
-  chunk lands on one rank; TensorRT-LLM and SGLang chunk prompts this way);
+- ``serving``: aggregated serving with in-flight batching and chunked prefill, as a steady
+  state: C requests in flight per replica, each of ISL prompt and OSL output tokens. A
+  request attends on average to ISL + OSL/2 tokens. Each iteration λ = C·τ/OSL requests
+  finish (τ tokens per user per iteration, MTP included) and are replaced, so λ·ISL prompt
+  tokens per replica arrive per iteration on average; the engine places them on the R = ep
+  attention ranks (round-robin, or synchronised) and prefills them in chunks. Ranks step
+  together (they meet at the MoE all-to-all), so the step pays the busiest rank's prefill,
+  in expectation (`busiest_rank_prefill`); the experts see the replica's mean. A mixed
+  engine carries the chunks in decode iterations, in what its per-iteration token budget P
+  leaves after the rank's decode tokens, and a rank whose decode and mean arriving prompt
+  tokens exceed P cannot keep up (the configuration is infeasible); an interleaved one
+  prefills each iteration's arrivals in passes of their own (at most P tokens per rank
+  each) before the next decode iteration, which decode users wait for. Draft passes do not
+  prefill;
 - ``prefill``: a prefill pool, C prompts of ISL tokens per replica per step.
 
 Each kind also costs ``ttft``: one prompt of ISL tokens prefilled alone on a replica (time to
@@ -28,6 +36,7 @@ import sympy as sp
 
 from stepwall.core.errors import SpecError
 from stepwall.core.fields import KindSpec, choice, flag, quantity
+from stepwall.core.laws import busiest_rank_prefill
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
 from stepwall.plugin.hookspecs import hookimpl
@@ -179,10 +188,17 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
         step = Step("decode", layout.users, layout.users_per_attention_rank, m, w.context, tau,
                     completion=osl)  # fmt: skip
         return [step, ttft]
-    prompts = layout.users * tau * isl / osl  # prompt tokens prefilled per iteration
-    busiest = sp.Min(prompts, sp.Max(engine.prefill_chunk, prompts / layout.ep), evaluate=False)
+    arrivals = layout.users * tau / osl  # requests finished, and replaced, per iteration
+    interleaved = engine.prefill_schedule == "interleaved"
+    # a mixed iteration's token budget holds its decode tokens first (at least one left)
+    chunk, decode_tokens = engine.prefill_chunk, layout.users_per_attention_rank * m
+    budget = chunk if interleaved else sp.Max(1, chunk - decode_tokens)
+    busiest, passes = busiest_rank_prefill(arrivals, isl, budget, layout.ep,
+                                           engine.prefill_placement == "synchronised",
+                                           interleaved)  # fmt: skip
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
-                prompts, busiest, isl / 2, completion=osl)  # fmt: skip
+                arrivals * isl, busiest, isl / 2, completion=osl,
+                prefill_passes=passes)  # fmt: skip
     return [step, ttft]
 
 
@@ -213,10 +229,30 @@ def _arrival_rate(scenario: Scenario, layout: Layout) -> sp.Expr | None:
 def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
 ) -> list[Constraint]:
-    """A decoding user's context holds its prompt: S ≥ ISL."""
+    """A decoding user's context holds its prompt: S ≥ ISL; in serving with prefill mixed into
+    decode iterations, each attention rank puts its decode tokens and the prompt tokens
+    arriving on it, on average, through the iteration's budget: (C·M + C·τ·ISL/OSL)/R ≤ P
+    (an interleaving engine runs as many prefill passes as it needs)."""
+    w = scenario.params.workload
+    if scenario.kinds["workload"] == "serving" and scenario.engine.prefill_schedule == "mixed":
+        d = decoding
+        rank = layout.users_per_attention_rank
+        arriving = w.concurrency * d.accepted_tokens * w.input_tokens / w.output_tokens
+        return [
+            Constraint(
+                "prefill_keeps_up",
+                rank * d.verify_tokens + arriving / layout.ep
+                <= scenario.params.engine.prefill_chunk,
+                "each attention rank must put its decode tokens and the prompt tokens arriving "
+                "on it per iteration (C·τ·ISL/OSL over the ranks) through the engine's "
+                "per-iteration token budget",
+                ("workload.concurrency", "engine.prefill_chunk", "workload.output_tokens"),
+                "workload",
+                ("decode and arriving prompt tokens per rank", "token budget"),
+            )
+        ]
     if scenario.kinds["workload"] != "decode":
         return []
-    w = scenario.params.workload
     return [
         Constraint(
             "context_holds_prompt",

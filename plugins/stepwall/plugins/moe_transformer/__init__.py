@@ -24,7 +24,7 @@ from stepwall.plugins.moe_transformer.constraints import layout_constraints
 from stepwall.plugins.moe_transformer.dense import add_dense, dense_weights, tp_allreduce
 from stepwall.plugins.moe_transformer.moe import add_moe, draft_ops
 from stepwall.plugins.moe_transformer.spec import PLUGIN, MoeTransformer
-from stepwall.plugins.moe_transformer.work import Pass
+from stepwall.plugins.moe_transformer.work import Pass, prefill_passes
 
 if TYPE_CHECKING:
     from stepwall.plugin.entries import Analysis
@@ -63,6 +63,8 @@ def stepwall_model_work(
     if step.kv_transfer != 0:
         p.collectives.append(kv_transfer(p, att))
     weights = sp.Add(*parts.values())
+    if step.prefill_passes != 0:
+        p.ops.append(prefill_passes(p, weights))
     return Workload(
         tuple(p.ops), tuple(p.collectives), weights, att.resident_kv(p), p.m.n_layers, parts
     )

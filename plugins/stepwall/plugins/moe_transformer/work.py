@@ -94,3 +94,14 @@ class Pass:
         self.ops.append(Op(name, batches * params * bits, params * rows * FLOPS_PER_MAC, PLUGIN,
                            why, group, batches * kernels, lane, "gemm", math,
                            rows / batches))  # fmt: skip
+
+
+def prefill_passes(p: Pass, weights: sp.Expr) -> Op:
+    """Prefill passes of their own (an engine that interleaves prefill with decode): each
+    reads the GPU's weights again and launches the pass's kernels again; its tokens' work is
+    already in the step's ops (a prefill chunk of thousands of tokens reaches every expert)."""
+    passes = p.step.prefill_passes
+    kernels = sp.Add(*(op.kernels for op in p.ops))
+    return Op("prefill.own_passes", passes * weights, sp.Integer(0), PLUGIN,
+              "interleaved prefill: its own passes between decode iterations re-read the "
+              "weights", "base", passes * kernels)  # fmt: skip

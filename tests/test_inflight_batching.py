@@ -1,0 +1,232 @@
+"""In-flight batching as a steady state: the busiest attention rank's expected prefill per
+iteration (`busiest_rank_prefill`) against a simulation of arrivals, placement and chunking,
+its limits, and the serving step built on it."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stepwall.core.laws import busiest_rank_prefill
+from stepwall.model.compose import StepModel, build_model
+
+SERVING = "dsr1-fp4-b200-adp-ep8"  # 3,072 requests on 8 attention ranks, 1K/2K, chunk 1,536
+MTP = ["decoding.kind=mtp", "decoding.drafts=1", "decoding.acceptance=0.875",
+       "decoding.draft_layers=1"]  # fmt: skip
+
+
+def law(arrivals: float, prompt: int, chunk: int, ranks: int, sync: bool = False,
+        interleaved: bool = False) -> tuple[float, float]:  # fmt: skip
+    tokens, passes = busiest_rank_prefill(sp.Float(arrivals), sp.Integer(prompt),
+                                          sp.Integer(chunk), sp.Integer(ranks), sync,
+                                          interleaved)  # fmt: skip
+    return float(tokens), float(passes)
+
+
+def _deal(
+    rng: np.random.Generator, arrivals: float, ranks: int, pointer: int
+) -> tuple[np.ndarray, int]:
+    """This iteration's Poisson(λ) prompts dealt round-robin from ``pointer``: per rank."""
+    new = int(rng.poisson(arrivals))
+    to = (pointer + np.arange(new)) % ranks
+    return np.bincount(to, minlength=ranks), (pointer + new) % ranks
+
+
+def simulate_mixed(arrivals: float, prompt: int, chunk: int, ranks: int, sync: bool = False,
+                   iterations: int = 8000, seed: int = 0) -> float:  # fmt: skip
+    """Mean tokens the busiest rank prefills per iteration when each iteration prefills at
+    most ``chunk`` tokens of each rank's backlog: prompts dealt round-robin (a pointer kept
+    over iterations) or, synchronised, held until there is one for every rank."""
+    rng = np.random.default_rng(seed)
+    backlog = np.zeros(ranks)
+    pointer = waiting = 0
+    busiest = []
+    for _ in range(iterations):
+        if sync:
+            waiting += int(rng.poisson(arrivals))
+            dealt = waiting // ranks if not backlog.any() else 0
+            waiting -= dealt * ranks
+            backlog += dealt * prompt
+        else:
+            counts, pointer = _deal(rng, arrivals, ranks, pointer)
+            backlog += counts * prompt
+        done = np.minimum(backlog, chunk)
+        backlog -= done
+        busiest.append(done.max())
+    return float(np.mean(busiest[iterations // 10 :]))
+
+
+def simulate_interleaved(arrivals: float, prompt: int, chunk: int, ranks: int,
+                         iterations: int = 8000, seed: int = 0) -> tuple[float, float]:  # fmt: skip
+    """Each decode iteration's prompts, dealt round-robin, all prefilled before the next in
+    passes of at most ``chunk`` tokens per rank: the busiest rank's tokens, and the passes
+    (the busiest rank's chunks, ranks stepping together), per decode iteration."""
+    rng = np.random.default_rng(seed)
+    pointer, tokens, passes = 0, [], []
+    for _ in range(iterations):
+        counts, pointer = _deal(rng, arrivals, ranks, pointer)
+        work = counts * prompt
+        tokens.append(work.max())
+        passes.append(np.ceil(work / chunk).max())
+    return float(np.mean(tokens)), float(np.mean(passes))
+
+
+# (prompt, chunk, ranks, load per rank as a share of the chunk): short and long prompts
+# against the chunk, one to 72 ranks, light to heavy load
+CASES = [
+    (1024, 2048, 8, 0.2),
+    (1024, 2048, 8, 0.5),
+    (1024, 8192, 8, 0.2),
+    (1024, 8192, 4, 0.5),
+    (128, 8192, 8, 0.05),
+    (8192, 2048, 8, 0.2),
+    (8192, 8192, 4, 0.2),
+    (4096, 2048, 4, 0.5),
+    (1024, 2048, 1, 0.5),
+    (1024, 2048, 32, 0.1),  # wide EP
+    (8192, 2048, 72, 0.2),
+    (128, 8192, 72, 0.3),
+]
+
+
+@pytest.mark.parametrize(("prompt", "chunk", "ranks", "load"), CASES)
+def test_mixed_busiest_rank_matches_sampling(
+    prompt: int, chunk: int, ranks: int, load: float
+) -> None:
+    arrivals = load * chunk * ranks / prompt
+    tokens, passes = law(arrivals, prompt, chunk, ranks)
+    assert tokens == pytest.approx(simulate_mixed(arrivals, prompt, chunk, ranks), rel=0.06)
+    assert passes == 0  # the chunks ride in decode iterations
+
+
+@pytest.mark.parametrize(("prompt", "chunk", "ranks", "load"), CASES)
+def test_interleaved_busiest_rank_matches_sampling(
+    prompt: int, chunk: int, ranks: int, load: float
+) -> None:
+    arrivals = load * chunk * ranks / prompt
+    tokens, passes = law(arrivals, prompt, chunk, ranks, interleaved=True)
+    sampled, sampled_passes = simulate_interleaved(arrivals, prompt, chunk, ranks)
+    assert tokens == pytest.approx(sampled, rel=0.06)
+    assert passes == pytest.approx(sampled_passes, rel=0.15)
+
+
+@pytest.mark.parametrize(("prompt", "chunk", "ranks"), [(1024, 2048, 8), (8192, 2048, 8)])
+def test_synchronised_ranks_prefill_the_mean(prompt: int, chunk: int, ranks: int) -> None:
+    """Held until every rank takes one (TensorRT-LLM's attention-DP balance), the busiest
+    rank prefills the mean, λ·I/R, below round-robin's busiest."""
+    arrivals = 0.3 * chunk * ranks / prompt
+    tokens, _ = law(arrivals, prompt, chunk, ranks, sync=True)
+    sampled = simulate_mixed(arrivals, prompt, chunk, ranks, sync=True, iterations=20_000)
+    assert tokens == pytest.approx(sampled, rel=0.03)
+    assert tokens < law(arrivals, prompt, chunk, ranks)[0]
+
+
+def test_one_rank_prefills_every_prompt_token() -> None:
+    for arrivals, prompt in ((0.1, 1024), (1.5, 1024), (0.2, 8192)):
+        for interleaved in (False, True):
+            tokens, _ = law(arrivals, prompt, 2048, 1, interleaved=interleaved)
+            assert tokens == pytest.approx(arrivals * prompt)
+
+
+def test_few_arrivals_cost_a_whole_prompt_each() -> None:
+    """Rare prompts land alone on one rank: the busiest rank takes ≈ I per arrival, in
+    ⌈I/P⌉ passes of its own when interleaved."""
+    for ranks in (4, 8, 64):
+        assert law(1e-4, 1024, 8192, ranks)[0] / 1e-4 == pytest.approx(1024, rel=1e-3)
+        tokens, passes = law(1e-4, 8192, 2048, ranks, interleaved=True)
+        assert (tokens / 1e-4, passes / 1e-4) == pytest.approx((8192, 4), rel=1e-3)
+
+
+@given(
+    arrivals=st.floats(1e-3, 50.0),
+    prompt=st.integers(16, 32768),
+    chunk=st.integers(256, 16384),
+    ranks=st.integers(1, 256),
+    sync=st.booleans(),
+    interleaved=st.booleans(),
+)
+def test_between_the_mean_and_all(
+    arrivals: float, prompt: int, chunk: int, ranks: int, sync: bool, interleaved: bool
+) -> None:
+    """The busiest rank takes at least the mean and at most every token (mixed: at most a
+    chunk, in no pass of its own); more arrivals never lower it."""
+    tokens, passes = law(arrivals, prompt, chunk, ranks, sync, interleaved)
+    mean, cap = arrivals * prompt / ranks, (math.inf if interleaved else chunk)
+    assert min(mean, cap) * (1 - 1e-9) <= tokens <= min(arrivals * prompt, cap) * (1 + 1e-9)
+    assert (passes > 0) == interleaved
+    more = law(arrivals * 1.5, prompt, chunk, ranks, sync, interleaved)
+    assert more[0] >= tokens * (1 - 1e-9) and more[1] >= passes * (1 - 1e-9)
+
+
+@functools.cache
+def serving(*sets: str) -> StepModel:
+    """The serving scenario with ``sets``, built once per module."""
+    return build_model(SERVING, list(sets))
+
+
+def _value(model: StepModel, expr: sp.Expr) -> float:
+    return float(model.substituted(expr))
+
+
+def test_serving_step_no_longer_pays_a_full_chunk() -> None:
+    """At 3,072 requests on 8 ranks (1K/2K), 1.5 prompts finish per iteration: 1,536 prompt
+    tokens for the replica's experts, 192 per rank on average; the busiest rank's expected
+    share stays well under the 1,536-token chunk."""
+    m = serving()
+    step = m.steps[0]
+    assert _value(m, step.prefill_tokens) == pytest.approx(3072 / 2048 * 1024)
+    busiest = _value(m, step.prefill_tokens_rank)
+    assert 192 < busiest < 0.6 * 1536
+    full = serving("engine.prefill_placement=synchronised")
+    assert float(full.evaluate()["step_time_s"]) < float(m.evaluate()["step_time_s"])
+
+
+def test_decode_tokens_come_first_in_a_mixed_budget() -> None:
+    """At OSL = 384, 8 prompts finish per iteration, about 1.4 on the busiest rank: more
+    than the 1,536 − 384 = 1,152 tokens the budget leaves after the rank's decode tokens."""
+    m = serving("workload.output_tokens=384")
+    assert _value(m, m.steps[0].prefill_tokens_rank) == pytest.approx(1536 - 3072 / 8)
+
+
+def test_interleaved_prefill_stalls_decode() -> None:
+    """An engine that prefills in passes of its own makes decode users wait for them."""
+    mixed = serving()
+    interleaved = serving("engine.prefill_schedule=interleaved")
+    own = [o for o in interleaved.workload.ops if o.name == "prefill.own_passes"]
+    assert len(own) == 1 and not any(o.name == "prefill.own_passes" for o in mixed.workload.ops)
+    tpot = {k: 1 / float(v.evaluate()["tokens_per_s_per_user"])
+            for k, v in (("mixed", mixed), ("interleaved", interleaved))}  # fmt: skip
+    assert tpot["interleaved"] > tpot["mixed"] * 1.02
+
+
+def test_mtp_steps_bring_more_prompts_and_drafts_do_not_prefill() -> None:
+    """τ tokens per user per iteration finish requests τ times as fast."""
+    m = serving(*MTP)
+    tau = 1 + 0.875  # one draft accepted with probability a
+    assert _value(m, m.steps[0].prefill_tokens) == pytest.approx(3072 * tau / 2048 * 1024)
+    drafts = [o for o in m.workload.ops if o.name.startswith("draft.") and o.rows != 0]
+    assert drafts and all(_value(m, o.rows) == 3072 / 8 for o in drafts)
+
+
+def _violated(sets: list[str]) -> set[str]:
+    return {v.constraint.name for v in serving(*sets).violations()}
+
+
+def test_a_rank_that_cannot_keep_up_is_refused() -> None:
+    """384 decode tokens per rank and 3,072 requests of 1,024 prompt tokens finishing every
+    OSL/τ iterations, through TensorRT-LLM's 1,536-token budget per iteration: OSL = 256
+    leaves 384 + 1,536 tokens per rank, OSL = 384 exactly 384 + 1,024 + 128 spare."""
+    assert "prefill_keeps_up" not in _violated([])
+    assert "prefill_keeps_up" in _violated(["workload.output_tokens=256"])
+    assert "prefill_keeps_up" not in _violated(["workload.output_tokens=384"])
+    # OSL = 768: 384 + 512 tokens per rank; with MTP 768 verify tokens + 1.875 × 512 > 1,536
+    assert "prefill_keeps_up" not in _violated(["workload.output_tokens=768"])
+    assert "prefill_keeps_up" in _violated(["workload.output_tokens=768", *MTP])
+    interleaved = ["workload.output_tokens=256", "engine.prefill_schedule=interleaved"]
+    assert "prefill_keeps_up" not in _violated(interleaved)  # it runs passes of its own
