@@ -121,17 +121,33 @@ def ranged_inputs(
     """A built model's stated ranges (`ranges.inputs`), then the calibration intervals of the
     values its hardware spec files set, each around the value as nominal."""
     out = ranges.inputs(model, registry)
-    for iv, sym in _calibrated(model.scenario, intervals):
-        if iv.path in model.structural_keys and not ranges.same_shape(
-            model, iv.path, (iv.low, iv.high), registry
-        ):
-            raise SpecError(iv.manifest, f"ci95.{iv.path[9:]}", "decides which terms "
-                            "the model has, so it cannot take an interval",
-                            "a continuous value")  # fmt: skip
+    calibrated = _calibrated(model.scenario, intervals)
+    shaping = [iv for iv, _ in calibrated if iv.path in model.structural_keys]
+    for iv in _changing_shape(model, shaping, registry):
+        raise SpecError(iv.manifest, f"ci95.{iv.path[9:]}", "decides which terms "
+                        "the model has, so it cannot take an interval",
+                        "a continuous value")  # fmt: skip
+    for iv, sym in calibrated:
         unit = "" if sym.dim.dimensionless else str(sym.dim)
         out.append(RangedInput(iv.path, sym, iv.low, iv.high, float(model.scenario.values[sym]),
                                iv.manifest, unit))  # fmt: skip
     return out
+
+
+def _changing_shape(
+    model: Any, shaping: Sequence[Interval], registry: Registry | None
+) -> list[Interval]:
+    """The intervals among ``shaping`` (keys a plugin read while building) whose ends change
+    the model's expressions: two builds with every one at its low end, then its high end, and
+    one key at a time only where those differ (a key read only to see that it is given, as the
+    per-precision kernel families are, keeps the shape)."""
+    if not shaping:
+        return []
+    lows, highs = ({iv.path: iv.low for iv in shaping}, {iv.path: iv.high for iv in shaping})
+    if ranges.same_shape_at(model, lows, registry) and ranges.same_shape_at(model, highs, registry):
+        return []
+    return [iv for iv in shaping
+            if not ranges.same_shape(model, iv.path, (iv.low, iv.high), registry)]  # fmt: skip
 
 
 def point_band(
