@@ -499,8 +499,10 @@ def _plan(
         return "split", how, lo_pt, hi_pt
     lo_pt, hi_pt = _extremes_nd(fn, syms, unknown, box, lo_pt, hi_pt)
     n = max(3, int(GRID_ND ** (1 / len(unknown))))
-    how = (f"not monotone in {', '.join(x.name for x in unknown)}: dense grid of "
-           f"{n}^{len(unknown)} points over them, refined around the extremes")  # fmt: skip
+    over = (f"dense grid of {n}^{len(unknown)} points" if n ** len(unknown) <= GRID_ND
+            else f"seeded sample of {GRID_ND:,} points")  # fmt: skip
+    how = (f"not monotone in {', '.join(x.name for x in unknown)}: {over} over them, "
+           "refined around the extremes")  # fmt: skip
     if words:
         how += f"; {'; '.join(words)}"
     return "sampled", how, lo_pt, hi_pt
@@ -590,13 +592,13 @@ def _extremes_nd(
         spans = {x: box[x] for x in unknown}
         best: dict[Any, float] = dict(base)
         best_y = math.inf
+        rng = np.random.default_rng(0)  # a fixed sample: the same bounds on every run
         for _ in range(4):
-            axes = [np.linspace(*spans[x], n) for x in unknown]
-            mesh = np.meshgrid(*axes, indexing="ij")
+            mesh = _grid(spans, unknown, n, rng)
             args = []
             for s in syms:
                 if s in unknown:
-                    args.append(mesh[unknown.index(s)].ravel())
+                    args.append(mesh[unknown.index(s)])
                 else:
                     args.append(np.full(mesh[0].size, base[s]))
             ys = sense * np.asarray(fn(*args), dtype=float)
@@ -604,7 +606,7 @@ def _extremes_nd(
             i = int(np.argmin(ys))
             if ys[i] < best_y:
                 best_y = float(ys[i])
-                best = {**base, **{x: float(mesh[j].ravel()[i]) for j, x in enumerate(unknown)}}
+                best = {**base, **{x: float(mesh[j][i]) for j, x in enumerate(unknown)}}
             for x in unknown:  # zoom: two cells either side of the best point
                 lo, hi = spans[x]
                 step = (hi - lo) / (n - 1) if n > 1 else 0.0
@@ -612,6 +614,23 @@ def _extremes_nd(
                 spans[x] = (max(a, best[x] - 2 * step), min(b, best[x] + 2 * step))
         out.append(best)
     return out[0], out[1]
+
+
+def _grid(spans: Mapping[Any, Interval], unknown: Sequence[Any], n: int,
+          rng: np.random.Generator) -> list[np.ndarray]:  # fmt: skip
+    """Points over the non-monotone parameters, one flat array per parameter: the n^k grid
+    while it has at most `GRID_ND` points, else `GRID_ND` points drawn uniformly (seeded) with
+    the box's 2^k corners where they fit (many parameters: a full grid would not fit memory)."""
+    if n ** len(unknown) <= GRID_ND:
+        axes = [np.linspace(*spans[x], n) for x in unknown]
+        return [m.ravel() for m in np.meshgrid(*axes, indexing="ij")]
+    drawn = [rng.uniform(*spans[x], GRID_ND) for x in unknown]
+    if 2 ** len(unknown) <= GRID_ND // 2:  # the corners first
+        ends = np.array(list(itertools.product((0, 1), repeat=len(unknown))), dtype=float)
+        for j, x in enumerate(unknown):
+            lo, hi = spans[x]
+            drawn[j][: len(ends)] = lo + ends[:, j] * (hi - lo)
+    return drawn
 
 
 def corners(ranged: Sequence[RangedInput]) -> list[dict[str, float]]:
