@@ -164,7 +164,7 @@ CASES: list[tuple[str, list[str], int | None, str]] = [
     ("cal-moe-ep", ["calibrate", "b300", "--data", "{aside}/moe-ep.csv"], REFUSE,
      "moe-ep.csv:line 2, ep: 512 > experts = 256"),
     ("cal-moe-topk-equal", ["calibrate", "b300", "--data", "{aside}/moe-topk-equal.csv", "--fit",
-                            "moe_floor"], 0, ""),
+                            "fp4.moe_floor"], 0, ""),
     ("cal-gemm-m0", ["calibrate", "b300", "--data", "{aside}/gemm-m0.csv"], REFUSE,
      "gemm-m0.csv:line 2, m: 0 is not positive"),
     ("cal-copy-0", ["calibrate", "b300", "--data", "{aside}/copy-0.csv"], REFUSE,

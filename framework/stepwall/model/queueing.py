@@ -47,7 +47,10 @@ def prefill_service(
     of the serving step, and no less than its prefill alone (the serving step spreads the
     prompts' work evenly over iterations; the ones that carry a prompt are heavier),
     L = max(⌈ISL/chunk⌉·t, t_ttft); it holds ISL/(chunk·ranks) of an iteration's prefill
-    budget (chunk tokens on each attention rank), s = ISL·t/(chunk·ranks). A decode
+    budget (chunk tokens on each attention rank) and no less than its own prefill's time on
+    its rank, s = max(ISL·t/(chunk·ranks), t_ttft/ranks) (the serving step is costed at the
+    prompts arriving on average, not at a full chunk, so t alone would price a prompt's
+    prefill at far less than the work it is). A decode
     pool: its prompts are prefilled elsewhere, L = the ttft step (with the KV transfer),
     s = 0. Decode after the first token: (OSL − 1)/τ steps."""
     decode = (step.completion - 1) * t / step.produced
@@ -57,7 +60,8 @@ def prefill_service(
         return Service(t_ttft, sp.S.Zero, decode, False)
     isl, chunk = ttft.tokens_per_user, engine.prefill_chunk
     latency = sp.Max(sp.ceiling(isl / chunk) * t, t_ttft, evaluate=False)
-    return Service(latency, isl * t / (chunk * layout.ep), decode, True)
+    occupancy = sp.Max(isl * t / (chunk * layout.ep), t_ttft / layout.ep, evaluate=False)
+    return Service(latency, occupancy, decode, True)
 
 
 @attrs.frozen

@@ -232,9 +232,13 @@ def stepwall_constraints(
     """A decoding user's context holds its prompt: S ≥ ISL; in serving with prefill mixed into
     decode iterations, each attention rank puts its decode tokens and the prompt tokens
     arriving on it, on average, through the iteration's budget: (C·M + C·τ·ISL/OSL)/R ≤ P
-    (an interleaving engine runs as many prefill passes as it needs)."""
+    (an interleaving engine runs as many prefill passes as it needs). That is the closed
+    loop's arrival rate; under Poisson arrivals the queue's own stability constraint
+    (`stepwall.model.queueing`) bounds the rate instead."""
     w = scenario.params.workload
-    if scenario.kinds["workload"] == "serving" and scenario.engine.prefill_schedule == "mixed":
+    closed = getattr(scenario.workload, "arrival", "closed") == "closed"
+    mixed = scenario.kinds["workload"] == "serving" and scenario.engine.prefill_schedule == "mixed"
+    if mixed and closed:
         d = decoding
         rank = layout.users_per_attention_rank
         arriving = w.concurrency * d.accepted_tokens * w.input_tokens / w.output_tokens
