@@ -42,7 +42,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 from sympy.simplify.cse_main import Unevaluated, opt_cse
 
-from stepwall.core.symbols import post_order
+from stepwall.core.symbols import post_order, unevaluated
 from stepwall.numeric.namespace import FUNCTION, code_names, resolve
 
 # the settings lambdify gives its printer
@@ -70,7 +70,9 @@ def restructured(exprs: Sequence[Any]) -> list[Any]:
             return hit
         target = subs.get(e, e) if isinstance(e, sp.Basic) else e
         args = tuple(walk(a) for a in target.args)
-        if isinstance(target, Unevaluated) or args != target.args:
+        if isinstance(target, sp.Min | sp.Max) and args != target.args:
+            out = unevaluated(target.func, args)
+        elif isinstance(target, Unevaluated) or args != target.args:
             try:
                 out = target.func(*args, evaluate=False)
             except TypeError:  # a class without ``evaluate`` (a Piecewise's pair)
