@@ -205,7 +205,8 @@ def unevaluated(func: Any, args: Iterable[Any]) -> sp.Basic:
         return func(*distinct)
     if len(distinct) == 1:
         return next(iter(distinct))
-    node: sp.Basic = sp.Expr.__new__(func, *ordered(distinct, [_node_count, default_sort_key], default=False))
+    order = ordered(distinct, [_node_count, default_sort_key], default=False)
+    node: sp.Basic = sp.Expr.__new__(func, *order)
     node._argset = distinct  # as sympy's MinMaxBase.__new__ sets it
     return node
 
