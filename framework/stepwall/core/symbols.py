@@ -160,7 +160,7 @@ def _min_max(func: Any, args: tuple[sp.Basic, ...]) -> sp.Basic:
                 keep.remove(a)
     if len(keep) == 1:
         return keep[0]
-    return func(*keep, evaluate=False)
+    return unevaluated(func, keep)
 
 
 def post_order(roots: Iterable[sp.Basic]) -> list[sp.Basic]:
