@@ -17,7 +17,7 @@ import sympy as sp
 
 from stepwall.core.dimensions import dimension_of
 from stepwall.core.errors import DimensionError, PluginError
-from stepwall.core.symbols import constant
+from stepwall.core.symbols import constant, max_of, min_of
 from stepwall.core.units import (
     BANDWIDTH,
     COMPUTE_RATE,
@@ -415,7 +415,7 @@ def under_load(light: sp.Expr, heavy: sp.Expr, users: sp.Expr, limit_batch: sp.E
 def _all_missed(pool: sp.Expr, held: sp.Expr, top_k: int) -> sp.Expr:
     """C(P − H, k)/C(P, k) = Π_{i<k} (P − H − i)/(P − i): the chance that k picks without
     replacement from P items all miss a given H of them."""
-    return sp.Mul(*(sp.Max(0, pool - held - i) / (pool - i) for i in range(top_k)))
+    return sp.Mul(*(max_of(0, pool - held - i) / (pool - i) for i in range(top_k)))
 
 
 def _choose(n: sp.Expr, r: int) -> sp.Expr:
@@ -455,7 +455,7 @@ def destination_nodes(
     whole = groups / nodes
     missed = sp.Add(
         *(
-            sp.Max(0, _choose(whole, j) * _choose(groups - whole, topk_groups - j))
+            max_of(0, _choose(whole, j) * _choose(groups - whole, topk_groups - j))
             / _choose(groups, topk_groups)
             * _all_missed(pool, j * n_experts / groups, top_k)
             for j in range(topk_groups + 1)
@@ -483,7 +483,7 @@ def usable_memory(total: sp.Expr, weights: sp.Expr, fraction: sp.Expr, of_free: 
     activations and CUDA graphs), or, ``of_free``, the weights plus f of the memory they leave
     free (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction), at most M."""
     if of_free:
-        return sp.Min(total, weights + fraction * (total - weights))
+        return min_of(total, weights + fraction * (total - weights))
     return fraction * total
 
 
@@ -510,7 +510,7 @@ def closed_loop_utilisation(
     demand = customers * occupancy
     # lin² + 4·quad·demand = (a − f·N·s)² + 2f(1 + c²)·N·s², never negative
     root = 2 * demand / (lin + sp.sqrt(lin**2 + 4 * quad * demand))
-    return sp.Min(root, 1, evaluate=False)
+    return min_of(root, 1)
 
 
 @law(TIME, customers=DIMENSIONLESS, cycle=TIME, occupancy=TIME, utilisation=DIMENSIONLESS,
@@ -528,7 +528,7 @@ def closed_loop_wait(
     N* = (a + s)/s the wait grows by s per customer."""
     seen = (customers - 1) / customers * utilisation
     mva = seen * occupancy * (1 + scv) / (2 * (1 - seen))
-    return sp.Max(mva, customers * occupancy - cycle, evaluate=False)
+    return max_of(mva, customers * occupancy - cycle)
 
 
 @law(TIME, utilisation=DIMENSIONLESS, occupancy=TIME, scv=DIMENSIONLESS)
@@ -553,7 +553,7 @@ def wait_quantile(
     # ρ ≤ 1 − p the logarithm is ≤ 0 and the Max gives B
     log = sp.log(utilisation / (1 - quantile), evaluate=False)
     tail = sp.Mul(mean - backlog, log, 1 / utilisation, evaluate=False)
-    return backlog + sp.Max(tail, 0, evaluate=False)
+    return backlog + max_of(tail, 0)
 
 
 @law((DIMENSIONLESS, DIMENSIONLESS), n_experts=DIMENSIONLESS, top_k=DIMENSIONLESS,
@@ -566,8 +566,8 @@ def balanced_expert_load(
     collect_moe ``balanced_logits``): hit = max(1, min(E, T·k)/R), picks = max(1, T·k/R) (the
     rank measured holds at least one pick)."""
     picks = tokens * top_k
-    hit = sp.Max(1, sp.Min(n_experts, picks, evaluate=False) / ranks, evaluate=False)
-    return hit, sp.Max(1, picks / ranks, evaluate=False)
+    hit = max_of(1, min_of(n_experts, picks) / ranks)
+    return hit, max_of(1, picks / ranks)
 
 
 # ---------------------------------------------------------------- in-flight batching
@@ -579,7 +579,7 @@ def _busiest_share(count: sp.Expr, ranks: sp.Expr) -> sp.Expr:
     spread evenly (√Λ ≫ R); up to 27% high in between (Λ ≈ R, √Λ < R: the residues are
     not even there)."""
     some = 1 - sp.exp(-count)
-    return sp.Max(some, count / ranks + (1 - 1 / ranks) / 2 * some)
+    return max_of(some, count / ranks + (1 - 1 / ranks) / 2 * some)
 
 
 @law((DIMENSIONLESS, DIMENSIONLESS), arrivals=DIMENSIONLESS, prompt=DIMENSIONLESS,
@@ -609,8 +609,8 @@ def busiest_rank_prefill(
             return mean, arrivals * sp.ceiling(prompt / chunk) / ranks
         tokens = prompt * _busiest_share(arrivals, ranks)
         some = 1 - sp.exp(-arrivals)
-        return tokens, sp.Max(some * sp.ceiling(prompt / chunk), tokens / chunk)
+        return tokens, max_of(some * sp.ceiling(prompt / chunk), tokens / chunk)
     if synchronised:
-        return sp.Min(chunk, mean), sp.S.Zero
-    piece = sp.Min(prompt, chunk)
-    return sp.Min(chunk, piece * _busiest_share(arrivals * prompt / piece, ranks)), sp.S.Zero
+        return min_of(chunk, mean), sp.S.Zero
+    piece = min_of(prompt, chunk)
+    return min_of(chunk, piece * _busiest_share(arrivals * prompt / piece, ranks)), sp.S.Zero

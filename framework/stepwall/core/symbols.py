@@ -10,11 +10,13 @@ expressions use.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sympy as sp
+from sympy.core.sorting import default_sort_key, ordered
 
 from stepwall.core.dimensions import dimension_of
 from stepwall.core.units import Dim, parse_quantity
@@ -77,12 +79,8 @@ def is_constant(symbol: sp.Basic) -> bool:
 
 def constants_in(exprs: Iterable[sp.Basic]) -> dict[Parameter, float]:
     """The constants the expressions use, with their values."""
-    out: dict[Parameter, float] = {}
-    for e in exprs:
-        for s in sp.sympify(e).free_symbols:
-            if is_constant(s):
-                out[s] = float(s.value)
-    return out
+    # one walk over the distinct nodes: free_symbols re-walks every shared subtree
+    return {s: float(s.value) for s in post_order(map(sp.sympify, exprs)) if is_constant(s)}
 
 
 def dim(expr: sp.Basic) -> Dim:
@@ -162,7 +160,7 @@ def _min_max(func: Any, args: tuple[sp.Basic, ...]) -> sp.Basic:
                 keep.remove(a)
     if len(keep) == 1:
         return keep[0]
-    return func(*keep, evaluate=False)
+    return unevaluated(func, keep)
 
 
 def post_order(roots: Iterable[sp.Basic]) -> list[sp.Basic]:
@@ -182,3 +180,41 @@ def post_order(roots: Iterable[sp.Basic]) -> list[sp.Basic]:
         stack.append((node, True))
         stack.extend((a, False) for a in reversed(node.args) if isinstance(a, sp.Basic))
     return order
+
+
+def max_of(*args: Any) -> sp.Basic:
+    """``Max(*args)``: evaluated where all arguments are numbers, else unevaluated
+    (`unevaluated`)."""
+    return unevaluated(sp.Max, args)
+
+
+def min_of(*args: Any) -> sp.Basic:
+    """``Min(*args)``: evaluated where all arguments are numbers, else unevaluated
+    (`unevaluated`)."""
+    return unevaluated(sp.Min, args)
+
+
+def unevaluated(func: Any, args: Iterable[Any]) -> sp.Basic:
+    """``func(*args, evaluate=False)`` for Min/Max (the same node: its distinct arguments in
+    sympy's canonical order), built without sympy's cost on big arguments: its ordering
+    (`sympy.core.sorting.ordered`) counts the nodes of each argument's tree afresh, every
+    shared subtree of a model's DAG once per path to it, and its evaluation compares the
+    arguments pairwise through assumption queries. All numbers: sympy's own evaluation."""
+    distinct = frozenset(map(sp.sympify, args))
+    if all(a.is_number for a in distinct):
+        return func(*distinct)
+    if len(distinct) == 1:
+        return next(iter(distinct))
+    order = ordered(distinct, [_node_count, default_sort_key], default=False)
+    node: sp.Basic = sp.Expr.__new__(func, *order)
+    node._argset = distinct  # as sympy's MinMaxBase.__new__ sets it
+    return node
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _node_count(e: sp.Basic) -> float:
+    """`sympy.core.sorting._node_count` (the tree's nodes, a Float counting ½), each distinct
+    subtree counted once and remembered."""
+    if e.is_Float:
+        return 0.5
+    return 1 + sum(map(_node_count, e.args))

@@ -20,6 +20,7 @@ from stepwall.core.laws import (
     mla_score_flops,
     paged_tokens,
 )
+from stepwall.core.symbols import min_of
 from stepwall.core.terms import Collective, Constraint, Op
 from stepwall.plugins.moe_transformer.spec import PLUGIN
 from stepwall.plugins.moe_transformer.work import Pass
@@ -86,7 +87,7 @@ class Attention:
         """Layer-tokens of KV one query attends to over all layers: L − L_w full layers, L_w
         at a window of at most W tokens."""
         m = self.m
-        return (m.n_layers - m.sliding_layers) * ctx + m.sliding_layers * sp.Min(
+        return (m.n_layers - m.sliding_layers) * ctx + m.sliding_layers * min_of(
             ctx, m.sliding_window
         )
 
