@@ -72,6 +72,17 @@ def stable_svg_ids(svg: bytes) -> bytes:
     return pattern.sub(lambda m: names[m.group(1)], svg)
 
 
+def _labelled(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, legend: int) -> bytes:
+    """The figure's SVG once its axes are labelled, its legend drawn (``legend`` pt) and its
+    title set (if any)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=legend)
+    if title:
+        ax.set_title(title)
+    return _svg(fig)
+
+
 def _svg(fig: Any) -> bytes:
     import matplotlib.pyplot as plt  # matplotlib (~0.5 s to import) only when a figure is drawn
 
@@ -141,12 +152,7 @@ def plot_metric_vs_key(
         )
     if logx:
         ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title)
-    return _svg(fig)
+    return _labelled(fig, ax, xlabel, ylabel, title, 8)
 
 
 def plot_latency_throughput(
@@ -249,9 +255,4 @@ def plot_frontier_band(
                label="measured best at its target")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7)
-    if title:
-        ax.set_title(title)
-    return _svg(fig)
+    return _labelled(fig, ax, xlabel, ylabel, title, 7)
