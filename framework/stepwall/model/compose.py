@@ -6,7 +6,7 @@ aggregate      = dp · C · τ / t             (C users per replica, dp replicas
 per GPU        = aggregate / (dp · GPUs per replica)
 TTFT           = queueing wait + prefill    (under load, `stepwall.model.queueing`)
 request        = TTFT + (OSL − 1) · t / τ    (one request's end-to-end latency)
-prefill rate   = prompt / (t_ttft · GPUs per replica)
+prefill rate   = prompts · ISL / (t_pool · GPUs per replica)  (a pool's batch: `prefill_batch`)
 P/D pools      = decode pool's prompt demand (aggregate · ISL/OSL) / prefill rate GPUs
 memory per GPU = weights + KV cache, against the capacity × the engine's memory fraction
 
@@ -375,9 +375,18 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     t, t_ttft = compose_step_time(terms, hidden), compose_step_time(ttft_terms, hidden)
     gpus = layout.gpus_per_replica
     aggregate = layout.dp * step.users * step.produced / t
-    prefill_rate = ttft.users * ttft.tokens_per_user / (t_ttft * gpus)
+    # a prefill pool's rate: the scenario's own step where it is one, else a batch of prompts
+    # filling each attention rank's per-iteration token budget (a pool batches prompts; one
+    # prompt alone, the ttft step, leaves most of a replica idle)
+    pool, t_pool = step, t
+    if step.name != "prefill":
+        pool = prefill_batch(ttft, layout, engine)
+        t_pool = compose_step_time(
+            _cost(scenario, registry, decoding, layout, engine, pool, need)[1], hidden
+        )
+    prefill_rate = pool.users * pool.tokens_per_user / (t_pool * gpus)
     # a separate prefill pool feeding this decode pool: each request's prompt (ttft step)
-    # per step.produced·(OSL) output tokens; GPUs it needs at the measured prefill rate
+    # per step.produced·(OSL) output tokens; GPUs it needs at that prefill rate
     demand = aggregate * ttft.tokens_per_user / step.completion
     prefill_gpus = demand / prefill_rate
     # what the engine lets weights and KV cache use of the device's memory
@@ -459,6 +468,15 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         metric_decls,
         registry.paths(scenario),
     )
+
+
+def prefill_batch(ttft: Step, layout: Layout, engine: Engine) -> Step:
+    """The step of a prefill pool at batch: on each of the replica's attention ranks, as many
+    whole prompts as the engine's per-iteration token budget holds (at least one), costed as
+    the ``prefill`` workload kind's step is."""
+    isl = ttft.tokens_per_user
+    per_rank = sp.Max(1, sp.floor(engine.prefill_chunk / isl), evaluate=False)
+    return Step("prefill", per_rank * layout.ep, per_rank, isl, sp.S.Zero, isl, completion=isl)
 
 
 def _cost(
