@@ -81,7 +81,7 @@ class _JS(SharedNames, JavascriptCodePrinter):  # type: ignore[misc]  # sympy is
         names: Mapping[sp.Basic, str] | None = None,
         shared: Mapping[sp.Basic, str] | None = None,
     ) -> None:
-        super().__init__({"precision": 17})
+        super().__init__({"precision": 17, "order": "none"})  # sums as the evaluator prints them
         self.names, self.shared = dict(names or {}), dict(shared or {})
 
     def code(self, e: sp.Basic, where: str, defining: bool = False) -> str:
