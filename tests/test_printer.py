@@ -34,8 +34,11 @@ def test_model_function_equals_sympy_lambdify(name: str) -> None:
     params, exprs = list(m.parameters), _outputs(m)
     ours = compile_function(params, exprs, "numpy", cse=True)
     dummies = [sp.Dummy() for _ in params]
+    # sympy's own common-subexpression pass: the model's expressions share subtrees (the
+    # queueing and in-flight batching laws reuse the step time), which printed as trees
+    # without it grow past any time limit
     theirs = sp.lambdify(dummies, [sp.sympify(e).xreplace(dict(zip(params, dummies, strict=True)))
-                                   for e in exprs], "numpy")  # fmt: skip
+                                   for e in exprs], "numpy", cse=True)  # fmt: skip
     rng = np.random.default_rng(1)
     args = [float(m.values[p]) * rng.uniform(0.5, 2.0, 64) for p in params]
     with np.errstate(all="ignore"):

@@ -149,35 +149,47 @@
       b = IDX[D.cluster_keys[1]];
     return a === undefined || b === undefined ? 0 : Math.trunc(p[a] * p[b]);
   }
+  function roundHalfEven(x) {
+    const r = Math.round(x);
+    return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+  }
+  function hintCandidates(key, now, p) {
+    // a degree: every whole value from 1 to max(the cluster's GPUs, twice the value, 8) (at
+    // most D.hint_limit); a workload size: D.hint_limit evenly spaced whole values below it
+    if (key.startsWith("parallel.")) {
+      const limit = Math.min(Math.max(clusterGpus(p), 2 * now, 8), D.hint_limit),
+        out = [];
+      for (let v = 1; v <= limit; v++) out.push(v);
+      return out;
+    }
+    const hi = Math.max(now - 1, 1),
+      n = D.hint_limit,
+      seen = new Set();
+    for (let i = 0; i < n; i++) seen.add(roundHalfEven(n > 1 ? 1 + ((hi - 1) * i) / (n - 1) : 1));
+    return [...seen].sort((a, b) => a - b);
+  }
   function repairHint(c, ci, p) {
-    // stepwall.model.constraints.repair_hint: every whole value of a parallel degree it names, from
-    // 1 to max(the cluster's GPUs, twice the value, 8) (at most D.hint_limit), the nearest
-    // where all hold
-    for (const key of c.keys) {
-      if (!key.startsWith("parallel.") || IDX[key] === undefined) continue;
+    // stepwall.model.compose.repair_hint: for a parallel degree or a workload size the
+    // constraint names (the keys set on the page's controls first), a value at which every
+    // constraint holds: the nearest degree (ties: the larger), the largest workload size
+    // below the value now; no hint where none does
+    const keys = c.keys.filter((k) => CTRL[k]).concat(c.keys.filter((k) => !CTRL[k]));
+    for (const key of keys) {
+      if (!(key.startsWith("parallel.") || key.startsWith("workload.")) || IDX[key] === undefined)
+        continue;
       const now = Math.trunc(p[IDX[key]]),
-        limit = Math.min(Math.max(clusterGpus(p), 2 * now, 8), D.hint_limit),
         t = wholeTable(key, p);
       let best = null,
-        bd = Infinity,
-        alone = null,
-        ad = Infinity;
-      for (let v = 1; v <= limit; v++) {
-        const out = wholeAt(t, v),
-          d = Math.abs(v - now);
-        const ok = feasibleOut(out);
-        if (ok && d <= bd) {
+        bd = Infinity;
+      for (const v of hintCandidates(key, now, p)) {
+        if (!feasibleOut(wholeAt(t, v))) continue;
+        const d = key.startsWith("parallel.") ? Math.abs(v - now) : -v;
+        if (d <= bd) {
           best = v;
           bd = d;
         }
-        if (out[NM + NT + ci] && d <= ad) {
-          alone = v;
-          ad = d;
-        }
       }
       if (best !== null) return key + " = " + best + " satisfies every constraint";
-      if (alone !== null)
-        return key + " = " + alone + " would satisfy this, but not every other constraint";
     }
     return "";
   }
