@@ -13,7 +13,7 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepwall.core.laws import busiest_rank_prefill
+from stepwall.core.laws import busiest_rank_prefill, prefill_iteration_share
 from stepwall.model.compose import StepModel, build_model
 
 SERVING = "dsr1-fp4-b200-adp-ep8"  # 3,072 requests on 8 attention ranks, 1K/2K, chunk 1,536
@@ -40,9 +40,18 @@ def _deal(
 
 def simulate_mixed(arrivals: float, prompt: int, chunk: int, ranks: int, sync: bool = False,
                    iterations: int = 8000, seed: int = 0) -> float:  # fmt: skip
-    """Mean tokens the busiest rank prefills per iteration when each iteration prefills at
-    most ``chunk`` tokens of each rank's backlog: prompts dealt round-robin (a pointer kept
-    over iterations) or, synchronised, held until there is one for every rank."""
+    """Mean tokens the busiest rank prefills per iteration (`busiest_per_iteration`)."""
+    return float(np.mean(busiest_per_iteration(arrivals, prompt, chunk, ranks, sync,
+                                               iterations, seed)))  # fmt: skip
+
+
+def busiest_per_iteration(arrivals: float, prompt: int, chunk: int, ranks: int,
+                          sync: bool = False, iterations: int = 8000,
+                          seed: int = 0) -> np.ndarray:  # fmt: skip
+    """Tokens the busiest rank prefills in each iteration (after a tenth of them to warm up)
+    when each iteration prefills at most ``chunk`` tokens of each rank's backlog: prompts
+    dealt round-robin (a pointer kept over iterations) or, synchronised, held until there is
+    one for every rank."""
     rng = np.random.default_rng(seed)
     backlog = np.zeros(ranks)
     pointer = waiting = 0
@@ -59,7 +68,7 @@ def simulate_mixed(arrivals: float, prompt: int, chunk: int, ranks: int, sync: b
         done = np.minimum(backlog, chunk)
         backlog -= done
         busiest.append(done.max())
-    return float(np.mean(busiest[iterations // 10 :]))
+    return np.array(busiest[iterations // 10 :])
 
 
 def simulate_interleaved(arrivals: float, prompt: int, chunk: int, ranks: int,
@@ -103,6 +112,71 @@ def test_mixed_busiest_rank_matches_sampling(
     tokens, passes = law(arrivals, prompt, chunk, ranks)
     assert tokens == pytest.approx(simulate_mixed(arrivals, prompt, chunk, ranks), rel=0.06)
     assert passes == 0  # the chunks ride in decode iterations
+
+
+def concave_cost(tokens: np.ndarray | float) -> np.ndarray | float:
+    """An iteration's time against the prompt tokens it carries, concave as a step's is: a
+    fixed part, experts touched that saturate (1 − e^(−x/512)), and compute linear in x."""
+    return 1.0 + 2.0 * (1 - np.exp(-np.asarray(tokens) / 512)) + np.asarray(tokens) / 4096
+
+
+# light loads, where most iterations prefill nothing: a single-rank TP-8 replica at 8 users
+# of 8K prompts (one prompt per 128 iterations), and a few attention-DP ones
+LIGHT = [(8192, 8192, 1, 0.008), (8192, 8192, 8, 0.01), (1024, 8192, 8, 0.005),
+         (2048, 2048, 4, 0.05)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("prompt", "chunk", "ranks", "load"), CASES + LIGHT)
+def test_mixed_iterations_cost_the_sampled_mean(
+    prompt: int, chunk: int, ranks: int, load: float
+) -> None:
+    """The mean iteration, priced as the mixture (1 − f)·T(0) + f·T(B/f) of iterations that
+    prefill nothing and iterations that carry the busiest rank's pieces, equals the mean of
+    T over sampled iterations, where T(B), every iteration carrying the mean, does not
+    wherever most iterations prefill nothing."""
+    arrivals = load * chunk * ranks / prompt
+    busiest, _ = law(arrivals, prompt, chunk, ranks)
+    f = share(busiest, arrivals, prompt, chunk)
+    mixture = (1 - f) * concave_cost(0) + f * concave_cost(busiest / f)
+    sampled = float(np.mean(concave_cost(busiest_per_iteration(arrivals, prompt, chunk, ranks))))
+    assert mixture == pytest.approx(sampled, rel=0.06)
+    if f < 0.5:
+        assert abs(float(concave_cost(busiest)) - sampled) > 0.1 * sampled
+
+
+def share(busiest: float, arrivals: float, prompt: int, chunk: int, sync: bool = False) -> float:
+    return float(prefill_iteration_share(sp.Float(busiest), sp.Float(arrivals),
+                                         sp.Integer(prompt), sp.Integer(chunk), sync))  # fmt: skip
+
+
+@pytest.mark.parametrize(("prompt", "chunk", "ranks"), [(1024, 2048, 8), (8192, 2048, 8)])
+def test_synchronised_iterations_cost_the_sampled_mean(prompt: int, chunk: int, ranks: int) -> None:
+    """Held until every rank takes one, the pieces ride together in a share B/g of the
+    iterations."""
+    arrivals = 0.3 * chunk * ranks / prompt
+    busiest, _ = law(arrivals, prompt, chunk, ranks, sync=True)
+    f = share(busiest, arrivals, prompt, chunk, sync=True)
+    sampled = busiest_per_iteration(arrivals, prompt, chunk, ranks, sync=True, iterations=20_000)
+    assert f == pytest.approx(float(np.mean(sampled > 0)), rel=0.05)
+    mixture = (1 - f) * concave_cost(0) + f * concave_cost(busiest / f)
+    assert mixture == pytest.approx(float(np.mean(concave_cost(sampled))), rel=0.03)
+
+
+@given(
+    arrivals=st.floats(1e-3, 50.0),
+    prompt=st.integers(16, 32768),
+    chunk=st.integers(256, 16384),
+    ranks=st.integers(1, 256),
+    sync=st.booleans(),
+)
+def test_prefill_share_is_a_share(
+    arrivals: float, prompt: int, chunk: int, ranks: int, sync: bool
+) -> None:
+    """0 < f ≤ 1, and an iteration that carries prompt tokens carries at most a chunk."""
+    busiest, _ = law(arrivals, prompt, chunk, ranks, sync)
+    f = share(busiest, arrivals, prompt, chunk, sync)
+    assert 0 < f <= 1
+    assert busiest / f <= chunk * (1 + 1e-9)
 
 
 @pytest.mark.parametrize(("prompt", "chunk", "ranks", "load"), CASES)
@@ -233,3 +307,19 @@ def test_a_rank_that_cannot_keep_up_is_refused() -> None:
     assert "prefill_keeps_up" in _violated(["workload.output_tokens=768", *MTP])
     interleaved = ["workload.output_tokens=256", "engine.prefill_schedule=interleaved"]
     assert "prefill_keeps_up" not in _violated(interleaved)  # it runs passes of its own
+
+
+def test_a_rare_prompt_costs_its_prefill_once() -> None:
+    """Kimi K2.6 INT4 on one TP-8 H200 replica at 8 users of 8K prompts and 1K answers: a
+    prompt arrives every 128 iterations, in a budget of 8,192 − 8 decode tokens (f = its 64
+    prompt tokens per iteration over that budget, above 1 − e^(−64/8184)), and the mean
+    iteration pays its 8K-token pass once over them, the prefill alone's time ÷ 128 more
+    than an iteration that decodes only, where one iteration pricing 64 prompt tokens would
+    touch most of the 384 experts every time."""
+    base = ["workload.concurrency=8"]
+    m = build_model("k25-int4-h200-tp8-vllm", base)
+    assert _value(m, m.steps[0].prefill_share) == pytest.approx(8 / 1024 * 8192 / 8184, rel=1e-6)
+    decode_only = build_model("k25-int4-h200-tp8-vllm", [*base, "workload.input_tokens=1"])
+    t, t0 = (float(x.evaluate()["step_time_s"]) for x in (m, decode_only))
+    chunk = float(m.evaluate()["prefill_s"])  # the 8K prompt's pass, alone
+    assert t - t0 == pytest.approx(chunk / 128, rel=0.35)

@@ -169,6 +169,7 @@ def test_shipped_table_covers_the_regimes():
         assert r.spec.url.startswith("https://") and r.spec.source
 
 
+@pytest.mark.slow  # every published row built and evaluated: minutes on 2 cores
 def test_shipped_table_meets_the_median_target():
     """The median |error| over the shipped single-configuration rows (published.toml: the
     corners, batch 1 to maximum throughput) is within 15% (docs/validation.md shows every row

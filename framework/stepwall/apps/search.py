@@ -1383,12 +1383,12 @@ def document(result: Result) -> dict[str, Any]:
     }
 
 
-def _degrees(plan: Plan) -> tuple[str, ...]:
+def layout_degrees(plan: Plan) -> tuple[str, ...]:
     """The layout degrees' names (`_degree`) of every variant, in order."""
     return tuple(dict.fromkeys(_degree(k) for v in plan.variants for k in v.layouts.degrees))
 
 
-def _config_text(c: Mapping[str, Any], degrees: Sequence[str]) -> str:
+def config_text(c: Mapping[str, Any], degrees: Sequence[str]) -> str:
     """A configuration in one line: ``tp8 ep1 dp1 C=64``, the decoding, the --vary values."""
     layout = "".join(f"{d}{c[d]} " for d in degrees if d in c)
     text = f"{layout}C={c['concurrency']}"
@@ -1417,7 +1417,7 @@ def text(result: Result) -> str:
     ]
     extra = [m for m in ("joules_per_token", "usd_per_million_tokens") if m not in (spec.x, spec.y)]
     head = (spec.x, spec.y, *extra, "config")
-    degrees = _degrees(plan)
+    degrees = layout_degrees(plan)
     many = len(plan.options) > 1
     for opt in plan.options:
         pts = [p for p in result.frontier if p["option"] == opt.label]
@@ -1432,7 +1432,7 @@ def text(result: Result) -> str:
                 _num(p[spec.x]),
                 _num(p[spec.y]),
                 *(_num(p[m], 3) for m in extra),
-                _config_text(p["config"], degrees) + (" *" if p["overall"] and many else ""),
+                config_text(p["config"], degrees) + (" *" if p["overall"] and many else ""),
             )
             for p in pts
         ]
@@ -1460,7 +1460,7 @@ def text(result: Result) -> str:
                 continue
             lines.append(
                 f"  {o['option']}: {_num(p[entry['objective']])} "
-                f"({_config_text(p['config'], degrees)}; {spec.x} {_num(p[spec.x])})"
+                f"({config_text(p['config'], degrees)}; {spec.x} {_num(p[spec.x])})"
             )
             lines.append(f"    bound by {o['binding']}")
             groups = ", ".join(f"{g} {1e3 * t:.3g} ms" for g, t in p["groups"].items() if t > 0)
@@ -1494,7 +1494,7 @@ def frontier_table(result: Result) -> Any:
         "engine",
         "decoding",
         "gpus",
-        *_degrees(result.plan),
+        *layout_degrees(result.plan),
         "concurrency",
     )
     cols = [Column(k, kind="text" if k in keys[:5] else "int") for k in keys]
@@ -1650,7 +1650,8 @@ class SearchOptions:
     quiet: bool = False
 
 
-def _ints(text: str, where: str) -> list[int]:
+def parse_counts(text: str, where: str) -> list[int]:
+    """Whole numbers ≥ 1 from ``8,16,72`` or a span ``8..72:8`` (option ``where``)."""
     text = text.strip()
     if ".." in text:
         labels = parse_span("", text, where).labels(True)
@@ -1724,7 +1725,7 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         ns.model,
         hardware,
         clusters,
-        gpus=_ints(ns.gpus, "--gpus") if ns.gpus is not None else (),
+        gpus=parse_counts(ns.gpus, "--gpus") if ns.gpus is not None else (),
         engines=engines,
         workload=ns.workload,
         isl=ns.isl,
@@ -1733,7 +1734,7 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         sets=ns.sets,
         vary=[parse_vary(v) for v in ns.vary],
         only=[parse_only(o) for o in ns.only],
-        batch=_ints(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
+        batch=parse_counts(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
         spec=spec,
         registry=registry,
         cache=not ns.no_cache,

@@ -34,11 +34,11 @@ from stepwall.apps.search import (
     DEFAULT_BATCH,
     Condition,
     Spec,
-    _config_text,
-    _degrees,
-    _ints,
+    config_text,
+    layout_degrees,
     metric_table,
     parse_condition,
+    parse_counts,
     parse_only,
     plan_search,
     run_search,
@@ -177,18 +177,18 @@ def parse_space(options: Sequence[str], where: str, key: str) -> Space:
         if workload not in ("serving", "decode"):
             raise SpecError("search", "--workload", f"{workload!r} is not searched",
                             "serving or decode")  # fmt: skip
-        lengths = [_ints(one(f) or "1024", f) for f in ("--isl", "--osl")]
+        lengths = [parse_counts(one(f) or "1024", f) for f in ("--isl", "--osl")]
         if any(len(n) != 1 for n in lengths):
             raise SpecError("search", "--isl/--osl", "takes one length", "e.g. --isl 1024")
         kinds = [k.strip() for d in given.get("--decoding", []) for k in d.split(",") if k.strip()]
         gpus, batch = one("--gpus"), one("--batch")
         return Space(
-            tuple(_ints(gpus, "--gpus")) if gpus is not None else (),
+            tuple(parse_counts(gpus, "--gpus")) if gpus is not None else (),
             workload,
             lengths[0][0],
             lengths[1][0],
             tuple(kinds or ["autoregressive"]),
-            tuple(_ints(batch, "--batch")) if batch is not None else DEFAULT_BATCH,
+            tuple(parse_counts(batch, "--batch")) if batch is not None else DEFAULT_BATCH,
             tuple(given.get("--vary", [])),
             tuple(conds),
             tuple(parse_only(o) for o in given.get("--only", [])),
@@ -532,7 +532,7 @@ def _frontier_result(row: Row, run: FrontierRun) -> Result:
         return Result(row, math.nan, f"no configuration of the space meets {row.spec.at}", run=run)
     c = entry["point"]["config"]
     gpus = f"{c['gpus']} GPU{'s' if c['gpus'] != 1 else ''}"
-    chosen = f"{gpus} {_config_text(c, _degrees(plan))}; {entry['binding']}"
+    chosen = f"{gpus} {config_text(c, layout_degrees(plan))}; {entry['binding']}"
     band = None
     if run.ends is not None:
         unreached = math.inf if metric in plan.spec.minimize else 0.0

@@ -614,3 +614,23 @@ def busiest_rank_prefill(
         return min_of(chunk, mean), sp.S.Zero
     piece = min_of(prompt, chunk)
     return min_of(chunk, piece * _busiest_share(arrivals * prompt / piece, ranks)), sp.S.Zero
+
+
+@law(DIMENSIONLESS, busiest=DIMENSIONLESS, arrivals=DIMENSIONLESS, prompt=DIMENSIONLESS,
+     chunk=DIMENSIONLESS)  # fmt: skip
+def prefill_iteration_share(
+    busiest: sp.Expr, arrivals: sp.Expr, prompt: sp.Expr, chunk: sp.Expr, synchronised: bool
+) -> sp.Expr:
+    """Share f of a mixed engine's decode iterations in which the busiest attention rank
+    prefills, B prompt tokens per iteration on it in expectation (`busiest_rank_prefill`),
+    prompts of I tokens arriving at λ per iteration in pieces of g = min(I, P). Dealt as they
+    come, an iteration prefills unless no piece arrived, f = max(1 − e^(−λ·I/g), B/P) (at
+    most P per iteration); ``synchronised``, every rank takes a piece together, f = min(1,
+    B/g). Those iterations carry B/f prompt tokens, the others none, so the mean iteration
+    costs (1 − f)·T(0) + f·T(B/f), not T(B), which would spread one prompt thinly over every
+    iteration: a step's cost is concave in its tokens where experts touched saturate and
+    convex where a roof turns compute-bound (docs/physics.md, in-flight batching)."""
+    piece = min_of(prompt, chunk)
+    if synchronised:
+        return min_of(1, busiest / piece)
+    return min_of(1, max_of(1 - sp.exp(-arrivals * prompt / piece), busiest / chunk))

@@ -400,7 +400,9 @@ class Step:
     of the ``users`` requests replaced as soon as it finishes (`stepwall.model.queueing`).
     ``prefill_passes``: prefill passes of their own per decode iteration (an engine that
     interleaves prefill with decode runs them between decode iterations, every rank stepping
-    together)."""
+    together). ``prefill_share``: the share of iterations that carry those prompt tokens
+    (`laws.prefill_iteration_share`); each of them carries ``prefill_tokens``/share, the
+    others decode only, and the step is priced as that mixture."""
 
     name: str
     users: sp.Expr
@@ -415,6 +417,7 @@ class Step:
     completion: sp.Expr = sp.S.One
     arrival_rate: sp.Expr | None = None
     prefill_passes: sp.Expr = sp.S.Zero
+    prefill_share: sp.Expr = sp.S.One
 
     @property
     def tokens(self) -> sp.Expr:

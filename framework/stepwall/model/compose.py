@@ -363,7 +363,8 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
             f"plugin {registry.owner('workload', scenario.kinds.get('workload', ''))}: "
             "stepwall_steps must return the scenario's step, then one named 'ttft'"
         )
-    costed = [_cost(scenario, registry, decoding, layout, engine, s, need) for s in steps]
+    costed = [_cost_mixture(scenario, registry, decoding, layout, engine, s, need)
+              for s in steps]  # fmt: skip
     (workload, terms), (_, ttft_terms) = costed[0], costed[1]
     ttft_terms = [attrs.evolve(t, name=f"ttft.{t.name}") for t in ttft_terms]
     _unique("terms", [*terms, *ttft_terms])
@@ -477,6 +478,35 @@ def prefill_batch(ttft: Step, layout: Layout, engine: Engine) -> Step:
     isl = ttft.tokens_per_user
     per_rank = sp.Max(1, sp.floor(engine.prefill_chunk / isl), evaluate=False)
     return Step("prefill", per_rank * layout.ep, per_rank, isl, sp.S.Zero, isl, completion=isl)
+
+
+def _cost_mixture(
+    scenario: Scenario,
+    registry: Registry,
+    decoding: Decoding,
+    layout: Layout,
+    engine: Engine,
+    step: Step,
+    need: Any,
+) -> tuple[Workload, list[Term]]:
+    """One step's work and terms; a step whose prompt tokens ride in a share f of its
+    iterations (``Step.prefill_share``) is priced as the mixture (1 − f)·T(decode only) +
+    f·T(with B/f prompt tokens), term by term (`laws.prefill_iteration_share`)."""
+    f = step.prefill_share
+    if f == 1:
+        return _cost(scenario, registry, decoding, layout, engine, step, need)
+    alone = attrs.evolve(step, prefill_tokens=sp.S.Zero, prefill_tokens_rank=sp.S.Zero,
+                         prefill_share=sp.S.One)  # fmt: skip
+    carrying = attrs.evolve(step, prefill_tokens=step.prefill_tokens / f,
+                            prefill_tokens_rank=step.prefill_tokens_rank / f,
+                            prefill_share=sp.S.One)  # fmt: skip
+    _, decode_only = _cost(scenario, registry, decoding, layout, engine, alone, need)
+    workload, terms = _cost(scenario, registry, decoding, layout, engine, carrying, need)
+    without = {t.name: t.expr for t in decode_only}
+    mixed = [attrs.evolve(t, expr=(1 - f) * without.pop(t.name, sp.S.Zero) + f * t.expr)
+             for t in terms]  # fmt: skip
+    mixed += [attrs.evolve(t, expr=(1 - f) * t.expr) for t in decode_only if t.name in without]
+    return workload, mixed
 
 
 def _cost(

@@ -36,7 +36,7 @@ import sympy as sp
 
 from stepwall.core.errors import SpecError
 from stepwall.core.fields import KindSpec, choice, flag, quantity
-from stepwall.core.laws import busiest_rank_prefill
+from stepwall.core.laws import busiest_rank_prefill, prefill_iteration_share
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
 from stepwall.plugin.hookspecs import hookimpl
@@ -193,12 +193,18 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
     # a mixed iteration's token budget holds its decode tokens first (at least one left)
     chunk, decode_tokens = engine.prefill_chunk, layout.users_per_attention_rank * m
     budget = chunk if interleaved else sp.Max(1, chunk - decode_tokens)
-    busiest, passes = busiest_rank_prefill(arrivals, isl, budget, layout.ep,
-                                           engine.prefill_placement == "synchronised",
+    synchronised = engine.prefill_placement == "synchronised"
+    busiest, passes = busiest_rank_prefill(arrivals, isl, budget, layout.ep, synchronised,
                                            interleaved)  # fmt: skip
+    # mixed in, a prompt's pieces ride in some iterations, not a sliver of one in every one
+    share = (
+        sp.S.One
+        if interleaved
+        else prefill_iteration_share(busiest, arrivals, isl, budget, synchronised)
+    )
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
                 arrivals * isl, busiest, isl / 2, completion=osl,
-                prefill_passes=passes)  # fmt: skip
+                prefill_passes=passes, prefill_share=share)  # fmt: skip
     return [step, ttft]
 
 
