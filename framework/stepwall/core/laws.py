@@ -582,8 +582,28 @@ def _busiest_share(count: sp.Expr, ranks: sp.Expr) -> sp.Expr:
     return max_of(some, count / ranks + (1 - 1 / ranks) / 2 * some)
 
 
+@law((DIMENSIONLESS, DIMENSIONLESS), arrivals=DIMENSIONLESS, ranks=DIMENSIONLESS,
+     timeout=DIMENSIONLESS)  # fmt: skip
+def balance_window(arrivals: sp.Expr, ranks: sp.Expr, timeout: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """(prompts placed together n, mean iterations a prompt waits) when synchronised
+    placement holds prompts until each of R attention ranks can take one, or until the
+    first has waited W iterations (TensorRT-LLM attention_dp_config enable_balance,
+    timeout_iters; tech blog 10, ADP Balance Strategy). In a closed loop every rank is full
+    (the engine's batch is C/R per rank), so a rank can take a prompt only when one of its
+    own requests finishes, at λ/R per iteration. A window opened by one prompt closes
+    after w = min(W, H(R − 1)·R/λ) iterations (the expected last of the other ranks' first
+    completions; H the harmonic number, ≈ ln k + γ + 1/(2k)) and places the n = 1 + λ·w
+    prompts that arrived, the first having waited w and the rest w/2 on average: a mean
+    wait of w·(1 + λw/2)/n (docs/physics.md, in-flight batching)."""
+    others = max_of(ranks - 1, 1)
+    harmonic = sp.log(others) + sp.EulerGamma + 1 / (2 * others)
+    window = min_of(timeout, harmonic * ranks / arrivals)
+    together = 1 + arrivals * window
+    return together, window * (1 + arrivals * window / 2) / together
+
+
 @law((DIMENSIONLESS, DIMENSIONLESS), arrivals=DIMENSIONLESS, prompt=DIMENSIONLESS,
-     chunk=DIMENSIONLESS, ranks=DIMENSIONLESS)  # fmt: skip
+     chunk=DIMENSIONLESS, ranks=DIMENSIONLESS, together=DIMENSIONLESS)  # fmt: skip
 def busiest_rank_prefill(
     arrivals: sp.Expr,
     prompt: sp.Expr,
@@ -591,6 +611,7 @@ def busiest_rank_prefill(
     ranks: sp.Expr,
     synchronised: bool,
     interleaved: bool,
+    together: sp.Expr | None = None,
 ) -> tuple[sp.Expr, sp.Expr]:
     """Prompt tokens the busiest of R attention ranks prefills per decode iteration, in
     expectation, and the prefill passes of their own per decode iteration. Prompts of I
@@ -601,17 +622,19 @@ def busiest_rank_prefill(
     the busiest rank takes I·E⌈λ/R⌉ in max((1 − e^(−λ))·⌈I/P⌉, tokens/P) passes. Dealt
     round-robin or to the least-loaded rank (`_busiest_share`); ``synchronised``
     (TensorRT-LLM's attention-DP balance, tech blog 10): ranks wait to take prompts
-    together, so the busiest holds the mean λ·I/R, in λ·⌈I/P⌉/R passes. A stable mixed rank
-    needs λ·I/R ≤ P (docs/physics.md)."""
-    mean = arrivals * prompt / ranks
+    together, n of them at a time (``together``, default R; `balance_window`) on
+    min(n, R) ranks, so the busiest holds λ·I/min(n, R), in λ·⌈I/P⌉/min(n, R) passes. A
+    stable mixed rank needs λ·I/R ≤ P (docs/physics.md)."""
+    if synchronised:
+        n = ranks if together is None else min_of(together, ranks)
+        held = arrivals * prompt / n
+        if interleaved:
+            return held, arrivals * sp.ceiling(prompt / chunk) / n
+        return min_of(chunk, held), sp.S.Zero
     if interleaved:
-        if synchronised:
-            return mean, arrivals * sp.ceiling(prompt / chunk) / ranks
         tokens = prompt * _busiest_share(arrivals, ranks)
         some = 1 - sp.exp(-arrivals)
         return tokens, max_of(some * sp.ceiling(prompt / chunk), tokens / chunk)
-    if synchronised:
-        return min_of(chunk, mean), sp.S.Zero
     piece = min_of(prompt, chunk)
     return min_of(chunk, piece * _busiest_share(arrivals * prompt / piece, ranks)), sp.S.Zero
 

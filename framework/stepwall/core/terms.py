@@ -351,7 +351,8 @@ class Engine:
     or ``auto``: per rank in prefill, per expert in decode); whether its memory fraction is of
     the memory the weights leave free (``memory_of_free``), and the tokens per block of its
     paged KV cache (``kv_block``); how it places prompts on attention-DP ranks
-    (``prefill_placement``: ``round_robin`` or ``synchronised``) and whether prefill chunks ride
+    (``prefill_placement``: ``round_robin`` or ``synchronised``, the latter holding a prompt at
+    most ``balance_timeout`` iterations for every rank to have one) and whether prefill chunks ride
     in decode iterations (``prefill_schedule`` ``mixed``) or run in iterations of their own that
     stall decode (``interleaved``)."""
 
@@ -381,6 +382,8 @@ class Engine:
     memory_of_free: bool = False  # memory_fraction of what the weights leave free, not of all
     kv_block: sp.Expr = sp.S.One  # tokens per KV-cache block (page)
     prefill_placement: str = "round_robin"
+    # synchronised placement: iterations a waiting prompt is held at most for every rank
+    balance_timeout: sp.Expr = attrs.field(factory=lambda: sp.Integer(50))
     prefill_schedule: str = "mixed"
 
 
@@ -402,7 +405,9 @@ class Step:
     interleaves prefill with decode runs them between decode iterations, every rank stepping
     together). ``prefill_share``: the share of iterations that carry those prompt tokens
     (`laws.prefill_iteration_share`); each of them carries ``prefill_tokens``/share, the
-    others decode only, and the step is priced as that mixture."""
+    others decode only, and the step is priced as that mixture. ``admission_wait``:
+    iterations a prompt is held before its prefill may start (attention-DP balance,
+    `laws.balance_window`), on top of any queue for the prefill capacity."""
 
     name: str
     users: sp.Expr
@@ -418,6 +423,7 @@ class Step:
     arrival_rate: sp.Expr | None = None
     prefill_passes: sp.Expr = sp.S.Zero
     prefill_share: sp.Expr = sp.S.One
+    admission_wait: sp.Expr = sp.S.Zero  # iterations a prompt is held before its prefill
 
     @property
     def tokens(self) -> sp.Expr:

@@ -52,14 +52,17 @@ def prefill_service(
     prompts arriving on average, not at a full chunk, so t alone would price a prompt's
     prefill at far less than the work it is). A decode
     pool: its prompts are prefilled elsewhere, L = the ttft step (with the KV transfer),
-    s = 0. Decode after the first token: (OSL − 1)/τ steps."""
+    s = 0. Decode after the first token: (OSL − 1)/τ steps. A prompt held for the attention
+    ranks' balance (``Step.admission_wait`` iterations) reaches its prefill that much later,
+    L += wait·t, without holding the prefill capacity meanwhile."""
     decode = (step.completion - 1) * t / step.produced
     if step.name == "prefill":
         return Service(t, t / step.users, sp.S.Zero, True)
     if step.prefill_tokens == 0:
         return Service(t_ttft, sp.S.Zero, decode, False)
     isl, chunk = ttft.tokens_per_user, engine.prefill_chunk
-    latency = sp.Max(sp.ceiling(isl / chunk) * t, t_ttft, evaluate=False)
+    held = step.admission_wait * t  # held for the attention ranks' balance first
+    latency = held + sp.Max(sp.ceiling(isl / chunk) * t, t_ttft, evaluate=False)
     occupancy = sp.Max(isl * t / (chunk * layout.ep), t_ttft / layout.ep, evaluate=False)
     return Service(latency, occupancy, decode, True)
 

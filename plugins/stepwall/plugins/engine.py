@@ -191,6 +191,17 @@ class EngineSpec:
         "loaded rank, or held until every rank takes prompts in the same iteration",
         default="round_robin",
     )
+    balance_timeout: int = quantity(
+        "dimensionless",
+        "synchronised placement: the most iterations a waiting prompt is held for every "
+        "attention rank to have one before the waiting prompts are placed anyway "
+        "(TensorRT-LLM attention_dp_config.timeout_iters)",
+        latex="W_{bal}",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        default=50,
+    )
     prefill_schedule: str = choice(
         ("mixed", "interleaved"),
         "prefill chunks ride in decode iterations (mixed), or run in iterations of their own "
@@ -269,6 +280,7 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         memory_of_free=spec.memory_of_free,
         kv_block=e.kv_block,
         prefill_placement=spec.prefill_placement,
+        balance_timeout=e.balance_timeout,
         prefill_schedule=spec.prefill_schedule,
     )
 

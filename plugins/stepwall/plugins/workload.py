@@ -36,7 +36,7 @@ import sympy as sp
 
 from stepwall.core.errors import SpecError
 from stepwall.core.fields import KindSpec, choice, flag, quantity
-from stepwall.core.laws import busiest_rank_prefill, prefill_iteration_share
+from stepwall.core.laws import balance_window, busiest_rank_prefill, prefill_iteration_share
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
 from stepwall.plugin.hookspecs import hookimpl
@@ -194,8 +194,10 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
     chunk, decode_tokens = engine.prefill_chunk, layout.users_per_attention_rank * m
     budget = chunk if interleaved else sp.Max(1, chunk - decode_tokens)
     synchronised = engine.prefill_placement == "synchronised"
+    together, held = (balance_window(arrivals, layout.ep, engine.balance_timeout)
+                      if synchronised else (None, sp.S.Zero))  # fmt: skip
     busiest, passes = busiest_rank_prefill(arrivals, isl, budget, layout.ep, synchronised,
-                                           interleaved)  # fmt: skip
+                                           interleaved, together)  # fmt: skip
     # mixed in, a prompt's pieces ride in some iterations, not a sliver of one in every one
     share = (
         sp.S.One
@@ -204,7 +206,7 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
     )
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
                 arrivals * isl, busiest, isl / 2, completion=osl,
-                prefill_passes=passes, prefill_share=share)  # fmt: skip
+                prefill_passes=passes, prefill_share=share, admission_wait=held)  # fmt: skip
     return [step, ttft]
 
 
