@@ -395,3 +395,13 @@ def test_a_third_party_analysis_gets_sensitivities_for_free(stepwall_plugin: Any
     assert doc["equation"] == "x·bandwidth − capacity"
     assert {s["parameter"] for s in doc["sensitivities"]} == {
         "hardware.memory_capacity", "hardware.hbm_bandwidth"}  # fmt: skip
+
+
+def test_an_exponential_inside_an_exponent_is_no_rate() -> None:
+    """b^(x + x/(1 − e^(−x/k))) (a share of iterations inside the experts-touched power law)
+    is not b^(αx + β): split says so, at a root or without one, instead of failing."""
+    x = sp.Symbol("x", positive=True)
+    eq = sp.Float(0.96875) ** (x + x / (2 * (1 - sp.exp(-x / 2048)))) - sp.Rational(1, 2)
+    for values in (None, {x: 100.0}):
+        why = R.split(eq, x, values)
+        assert isinstance(why, str) and "not b^" in why

@@ -132,7 +132,9 @@ def split(eq: sp.Expr, x: sp.Symbol, values: Mapping[sp.Basic, float] | None = N
         else:
             return None
         alpha = sp.diff(expo, x)
-        if x in base.free_symbols or x in alpha.free_symbols:
+        # an exponential of x inside the exponent (a U already) is not linear in x either
+        if (x in base.free_symbols or x in alpha.free_symbols
+                or (alpha.free_symbols | base.free_symbols) & set(us)):  # fmt: skip
             problems.append(f"{e} is not b^(α·{x} + β)")
             return None
         beta = sp.expand(expo - alpha * x)
@@ -162,7 +164,10 @@ def split(eq: sp.Expr, x: sp.Symbol, values: Mapping[sp.Basic, float] | None = N
     terms = {k: c for k, c in terms.items() if c != 0}
     if values is not None and x in values and terms:
         at = {**values}
-        lams = [float(_num(r.lam, at)) for r in rates]
+        try:
+            lams = [float(_num(r.lam, at)) for r in rates]
+        except TypeError:  # a rate that the values leave symbolic is no constant rate
+            return f"an exponential's rate in {x} is not a constant"
         xv = float(at[x])
 
         def size(k: tuple[int, ...], c: sp.Expr) -> float:
