@@ -46,3 +46,17 @@ def test_console_tool_matches_ellipsis_and_timings() -> None:
     assert not tool.matches("a\n...\nc\n", "a\nb\n")
     assert tool.matches("x (imported in 3 ms)\n", "x (imported in 120 ms)\n")
     assert not tool.matches("x 3\n", "x 4\n")
+
+
+def test_an_internal_error_is_never_written_into_a_doc() -> None:
+    """A command that hits a bug keeps the block's old output and is reported as broken."""
+    tool = _tool()
+    text = "```console\n$ echo 'stepwall: internal error: TypeError: x'\nold output\n```\n"
+    broken: list[str] = []
+    new, stale = tool.refresh(text, None, broken)
+    assert new == text and stale and broken == ["echo 'stepwall: internal error: TypeError: x'"]
+
+
+def test_no_committed_doc_shows_an_internal_error() -> None:
+    docs = [*ROOT.glob("*.md"), *(ROOT / "docs").rglob("*.md")]
+    assert docs and not [d for d in docs if "stepwall: internal error" in d.read_text()]

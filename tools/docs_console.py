@@ -71,8 +71,15 @@ def matches(expected: str, live: str) -> bool:
     return re.fullmatch("".join(parts), got) is not None
 
 
-def refresh(text: str, env: dict[str, str] | None = None) -> tuple[str, list[str]]:
-    """The text with every stale block's output replaced; the commands that were stale."""
+BROKEN = "stepwall: internal error"  # a bug's output is never a doc's
+
+
+def refresh(
+    text: str, env: dict[str, str] | None = None, broken: list[str] | None = None
+) -> tuple[str, list[str]]:
+    """The text with every stale block's output replaced; the commands that were stale. A
+    command whose live output is an internal error keeps its old output and is added to
+    ``broken``."""
     stale: list[str] = []
 
     def sub(m: re.Match[str]) -> str:
@@ -83,6 +90,10 @@ def refresh(text: str, env: dict[str, str] | None = None) -> tuple[str, list[str
         if matches(expected, live):
             return m.group(0)
         stale.append(command.split("\n")[0])
+        if BROKEN in live:
+            if broken is not None:
+                broken.append(command.split("\n")[0])
+            return m.group(0)
         lines = f"$ {command}\n{live}".splitlines(True)
         shown = "".join(pad + line if line.strip() else line for line in lines)
         return f"{pad}```console\n{shown}{pad}```"
@@ -124,12 +135,15 @@ def main(argv: list[str]) -> int:
             p.error(f"{path}: not a file")
         with tempfile.TemporaryDirectory() as tmp:
             env = guide_env(Path(tmp)) if path.name == "writing-plugins.md" else None
-            new, stale = refresh(path.read_text(encoding="utf-8"), env)
+            broken: list[str] = []
+            new, stale = refresh(path.read_text(encoding="utf-8"), env, broken)
         for cmd in stale:
             print(f"{path}: stale output for: {cmd}")
+        for cmd in broken:
+            print(f"{path}: internal error (not written): {cmd}")
         if stale and write:
             path.write_text(new, encoding="utf-8")
-        status |= bool(stale) and not write
+        status |= (bool(stale) and not write) or bool(broken)
     return int(status)
 
 

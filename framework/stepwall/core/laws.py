@@ -235,8 +235,9 @@ def gqa_score_flops(head_dim: sp.Expr, n_heads: sp.Expr, tp: sp.Expr, context: s
 def expected_distinct_experts(n_experts: sp.Expr, top_k: sp.Expr, tokens: sp.Expr) -> sp.Expr:
     """E·(1 − (1 − k/E)^T): experts hit at least once by T tokens under uniform top-k routing
     (each token's k picks treated as independent draws; docs/physics.md, the
-    moe-transformer model)."""
-    return n_experts * (1 - (1 - top_k / n_experts) ** tokens)
+    moe-transformer model). A k above E, which `top_k_within_experts` refuses, misses no
+    expert (the base held at 0), so the refusal is reported, not a complex number."""
+    return n_experts * (1 - max_of(0, 1 - top_k / n_experts) ** tokens)
 
 
 @law(DIMENSIONLESS, n_experts=DIMENSIONLESS, top_k=DIMENSIONLESS, fraction=DIMENSIONLESS)
