@@ -120,6 +120,15 @@ def concave_cost(tokens: np.ndarray | float) -> np.ndarray | float:
     return 1.0 + 2.0 * (1 - np.exp(-np.asarray(tokens) / 512)) + np.asarray(tokens) / 4096
 
 
+# any arrivals, prompt, chunk, ranks and placement, for the laws' invariants
+LOADS = {
+    "arrivals": st.floats(1e-3, 50.0),
+    "prompt": st.integers(16, 32768),
+    "chunk": st.integers(256, 16384),
+    "ranks": st.integers(1, 256),
+    "sync": st.booleans(),
+}
+
 # light loads, where most iterations prefill nothing: a single-rank TP-8 replica at 8 users
 # of 8K prompts (one prompt per 128 iterations), and a few attention-DP ones
 LIGHT = [(8192, 8192, 1, 0.008), (8192, 8192, 8, 0.01), (1024, 8192, 8, 0.005),
@@ -222,13 +231,7 @@ def test_a_balanced_serving_step_holds_prompts() -> None:
     assert float(b["ttft_s"]) > float(a["ttft_s"])
 
 
-@given(
-    arrivals=st.floats(1e-3, 50.0),
-    prompt=st.integers(16, 32768),
-    chunk=st.integers(256, 16384),
-    ranks=st.integers(1, 256),
-    sync=st.booleans(),
-)
+@given(**LOADS)
 def test_prefill_share_is_a_share(
     arrivals: float, prompt: int, chunk: int, ranks: int, sync: bool
 ) -> None:
@@ -277,14 +280,7 @@ def test_few_arrivals_cost_a_whole_prompt_each() -> None:
         assert (tokens / 1e-4, passes / 1e-4) == pytest.approx((8192, 4), rel=1e-3)
 
 
-@given(
-    arrivals=st.floats(1e-3, 50.0),
-    prompt=st.integers(16, 32768),
-    chunk=st.integers(256, 16384),
-    ranks=st.integers(1, 256),
-    sync=st.booleans(),
-    interleaved=st.booleans(),
-)
+@given(**LOADS, interleaved=st.booleans())
 def test_between_the_mean_and_all(
     arrivals: float, prompt: int, chunk: int, ranks: int, sync: bool, interleaved: bool
 ) -> None:
