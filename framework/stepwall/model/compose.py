@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -363,8 +363,11 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
             f"plugin {registry.owner('workload', scenario.kinds.get('workload', ''))}: "
             "stepwall_steps must return the scenario's step, then one named 'ttft'"
         )
-    costed = [_cost_mixture(scenario, registry, decoding, layout, engine, s, need)
-              for s in steps]  # fmt: skip
+
+    def cost(s: Step) -> tuple[Workload, list[Term]]:
+        return _cost(scenario, registry, decoding, layout, engine, s, need)
+
+    costed = [_cost_mixture(s, cost) for s in steps]
     (workload, terms), (_, ttft_terms) = costed[0], costed[1]
     ttft_terms = [attrs.evolve(t, name=f"ttft.{t.name}") for t in ttft_terms]
     _unique("terms", [*terms, *ttft_terms])
@@ -382,9 +385,7 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     pool, t_pool = step, t
     if step.name != "prefill":
         pool = prefill_batch(ttft, layout, engine)
-        t_pool = compose_step_time(
-            _cost(scenario, registry, decoding, layout, engine, pool, need)[1], hidden
-        )
+        t_pool = compose_step_time(cost(pool)[1], hidden)
     prefill_rate = pool.users * pool.tokens_per_user / (t_pool * gpus)
     # a separate prefill pool feeding this decode pool: each request's prompt (ttft step)
     # per step.produced·(OSL) output tokens; GPUs it needs at that prefill rate
@@ -481,27 +482,22 @@ def prefill_batch(ttft: Step, layout: Layout, engine: Engine) -> Step:
 
 
 def _cost_mixture(
-    scenario: Scenario,
-    registry: Registry,
-    decoding: Decoding,
-    layout: Layout,
-    engine: Engine,
-    step: Step,
-    need: Any,
+    step: Step, cost: Callable[[Step], tuple[Workload, list[Term]]]
 ) -> tuple[Workload, list[Term]]:
-    """One step's work and terms; a step whose prompt tokens ride in a share f of its
-    iterations (``Step.prefill_share``) is priced as the mixture (1 − f)·T(decode only) +
-    f·T(with B/f prompt tokens), term by term (`laws.prefill_iteration_share`)."""
+    """One step's work and terms (``cost``: `_cost` for the scenario); a step whose prompt
+    tokens ride in a share f of its iterations (``Step.prefill_share``) is priced as the
+    mixture (1 − f)·T(decode only) + f·T(with B/f prompt tokens), term by term
+    (`laws.prefill_iteration_share`)."""
     f = step.prefill_share
     if f == 1:
-        return _cost(scenario, registry, decoding, layout, engine, step, need)
+        return cost(step)
     alone = attrs.evolve(step, prefill_tokens=sp.S.Zero, prefill_tokens_rank=sp.S.Zero,
                          prefill_share=sp.S.One)  # fmt: skip
     carrying = attrs.evolve(step, prefill_tokens=step.prefill_tokens / f,
                             prefill_tokens_rank=step.prefill_tokens_rank / f,
                             prefill_share=sp.S.One)  # fmt: skip
-    _, decode_only = _cost(scenario, registry, decoding, layout, engine, alone, need)
-    workload, terms = _cost(scenario, registry, decoding, layout, engine, carrying, need)
+    _, decode_only = cost(alone)
+    workload, terms = cost(carrying)
     without = {t.name: t.expr for t in decode_only}
     mixed = [attrs.evolve(t, expr=(1 - f) * without.pop(t.name, sp.S.Zero) + f * t.expr)
              for t in terms]  # fmt: skip
