@@ -40,7 +40,7 @@ def atomic_write(
             if callable(data):
                 data(f)
             else:
-                f.write(data.encode() if isinstance(data, str) else data)
+                f.write(data.encode() if isinstance(data, str) and not text else data)
         if check is not None:
             check(Path(tmp))
         os.replace(tmp, path)
