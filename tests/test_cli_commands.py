@@ -55,8 +55,8 @@ def test_a_plugin_command_is_listed_and_runs_with_its_own_arguments(
     kit: PluginKit = stepwall_plugin(_plugin("hello_plugin", HELLO))
     code, out, _ = kit.cli("--help")
     assert code == 0
-    assert "\n    hello     greet someone\n" in out
-    assert "\n    eval      evaluate a scenario" in out  # the built-ins are still there
+    assert re.search(r"\n    hello +greet someone\n", out)
+    assert re.search(r"\n    eval +evaluate a scenario", out)  # the built-ins are still there
     code, out, _ = kit.cli("hello", "--help")
     assert code == 0 and "example:\n  stepwall hello world --times 2" in out
     code, out, err = kit.cli("hello", "world", "--times", "2")

@@ -78,6 +78,11 @@ COMMANDS: dict[str, Builtin] = {
         "stepwall check specs/scenarios/k26-b300-tp8-ddtree.toml",
         "check",
     ),
+    "import-model": Builtin(
+        "write a model spec from a Hugging Face config.json, each value with its config key",
+        "stepwall import-model ./config.json -o my-model.toml",
+        "import_model",
+    ),
     "plugins": Builtin(
         "list plugins, their versions, kinds, analyses, blocks and formats, hooks, and import "
         "times",

@@ -9,7 +9,7 @@ unknown keys, wrong units, values out of range are one-line errors naming file a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -94,6 +94,8 @@ class KindSpec:
     first): a GPU with one more field extends ``("hardware", "gpu")`` instead of copying it.
     ``provides`` maps a requirement (`stepwall.plugin.requirements.REQUIREMENTS`, e.g.
     ``"device_memory"``) to the field of this kind that states it (``"memory_capacity"``).
+    ``importers`` maps a Hugging Face architecture (``"LlamaForCausalLM"``) to the function
+    that reads this kind's entries from such a config (`stepwall.spec.hf.Importer`).
     """
 
     section: str
@@ -104,6 +106,7 @@ class KindSpec:
     plugin: str = ""
     extends: tuple[str, str] | None = None
     provides: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+    importers: Mapping[str, Callable[[Any], Any]] = attrs.field(factory=dict, hash=False)
 
 
 def combined(base: type, own: type, name: str) -> type:

@@ -16,6 +16,7 @@ from typing import Any
 
 from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import SpecError, did_you_mean
+from stepwall.spec.hf import PREFIX, Importer, config_identity, imported_flat
 
 # Sections a scenario may name from the catalog, and the catalog folder for each.
 CATALOG_DIRS = {
@@ -174,9 +175,22 @@ def flatten(doc: Mapping[str, Any], origin: str, prefix: str = "") -> Flat:
 MAX_FROM_DEPTH = 64  # files in one `from` chain: specs need 2 or 3; deeper is a mistake
 
 
-def load_flat(path: Path, folder: str, stack: tuple[Path, ...]) -> Flat:
+def _foreign(ref: str, folder: str, importers: Mapping[str, Importer] | None, where: str,
+             key: str) -> Flat:  # fmt: skip
+    """The keys of a model read from a Hugging Face config (``hf:PATH``, `stepwall.spec.hf`);
+    without the kinds' importers, what identifies the config (its files' digest)."""
+    if folder != "models":
+        raise SpecError(where, key, f"{ref}: a Hugging Face config is a model's source",
+                        f"a {FOLDER_KINDS.get(folder, folder)} file or name")  # fmt: skip
+    if importers is None:  # a caller without the kinds (the point cache's key): its identity
+        return config_identity(ref.removeprefix(PREFIX), where, key)
+    return imported_flat(ref.removeprefix(PREFIX), importers, where, key)
+
+
+def load_flat(path: Path, folder: str, stack: tuple[Path, ...],
+              importers: Mapping[str, Importer] | None = None) -> Flat:  # fmt: skip
     """A file's keys, flattened, after following its own ``from`` chain (iteratively, at
-    most `MAX_FROM_DEPTH` files)."""
+    most `MAX_FROM_DEPTH` files); a chain may end in a Hugging Face config (``hf:PATH``)."""
     chain: list[Flat] = []
     seen = list(stack)
     while True:
@@ -195,6 +209,9 @@ def load_flat(path: Path, folder: str, stack: tuple[Path, ...]) -> Flat:
             raise SpecError(str(path), "from", f"the from chain is longer than {MAX_FROM_DEPTH} "
                             "files", f"at most {MAX_FROM_DEPTH} files from a spec to its "
                             "first base")  # fmt: skip
+        if isinstance(parent[0], str) and parent[0].startswith(PREFIX):
+            chain.append(_foreign(parent[0], folder, importers, str(path), "from"))
+            break
         found = find_spec_file(parent[0], folder, where=str(path), key="from", base=path.parent)
         path = same_kind(found, folder, str(path), "from")
     merged = chain.pop()
@@ -216,7 +233,9 @@ def _over(base: Flat, flat: Flat) -> Flat:
     return merged
 
 
-def expand_references(flat: Flat, stack: tuple[Path, ...]) -> tuple[Flat, dict[str, str]]:
+def expand_references(flat: Flat, stack: tuple[Path, ...],
+                      importers: Mapping[str, Importer] | None = None,
+                      ) -> tuple[Flat, dict[str, str]]:  # fmt: skip
     """Replace ``model = "name"`` / ``[model] from = "name"`` by the entry's keys; also
     return, per section, the catalog file it was read from (where a missing key is blamed)."""
     out = dict(flat)
@@ -234,10 +253,15 @@ def expand_references(flat: Flat, stack: tuple[Path, ...]) -> tuple[Flat, dict[s
         value, origin = ref
         if isinstance(value, dict):
             continue
-        found = find_spec_file(value, folder, where=origin, key=key, base=Path(origin).parent)
-        same_kind(found, folder, origin, key)
-        files[section] = str(found)
-        entry = load_flat(found, folder, stack)
+        if isinstance(value, str) and value.startswith(PREFIX):
+            entry = _foreign(value, folder, importers, origin, key)
+            files[section] = str(entry["kind"][1])
+        else:
+            found = find_spec_file(value, folder, where=origin, key=key,
+                                   base=Path(origin).parent)  # fmt: skip
+            same_kind(found, folder, origin, key)
+            files[section] = str(found)
+            entry = load_flat(found, folder, stack, importers)
         overrides = {k: v for k, v in out.items() if k.startswith(section + ".")}
         for k in overrides:
             del out[k]

@@ -24,6 +24,7 @@ from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import Parameter, parameter
 from stepwall.core.units import describe
 from stepwall.spec.grammar import SYNTAX, is_range, parse_range
+from stepwall.spec.hf import PREFIX, Importer
 from stepwall.spec.loader import (
     CATALOG_DIRS,
     MAX_FROM_DEPTH,
@@ -298,6 +299,11 @@ def _renamed(flat: Flat, warnings: list[str]) -> Flat:
     return out
 
 
+def importers_of(kinds: Kinds) -> dict[str, Importer]:
+    """Every Hugging Face architecture the kinds import, and the importer of each."""
+    return {arch: fn for spec in kinds.values() for arch, fn in spec.importers.items()}
+
+
 def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Scenario:
     """Read, merge, override and validate a scenario (a catalog name or a file path)."""
     sets = tuple(sets)
@@ -308,7 +314,7 @@ def load_scenario(ref: str | Path, kinds: Kinds, sets: Iterable[str] = ()) -> Sc
                         "a scenario naming model, hardware and cluster")  # fmt: skip
     path, flat = read_scenario(str(ref))
     flat, values_set = with_references(flat, sets)
-    flat, files = expand_references(flat, (path.resolve(),))
+    flat, files = expand_references(flat, (path.resolve(),), importers_of(kinds))
     renames: list[str] = []
     flat = _renamed(flat, renames)
     name = str(flat.pop("name", (path.stem, ""))[0])
@@ -416,6 +422,8 @@ def entry_section(path: Path, kinds: Kinds, folder: str = "scenarios") -> str | 
         ref = own.get("from", (None,))[0]
         if section is not None or not isinstance(ref, str):
             return section
+        if ref.startswith(PREFIX):  # a model read from a Hugging Face config
+            return "model"
         # `from = "b300"`: the entry is of whatever kind b300 is; a path: of its file's kind
         found = [
             s for s, f in CATALOG_DIRS.items() if (catalog_root() / f / f"{ref}.toml").is_file()
@@ -445,7 +453,7 @@ def check_spec(ref: str | Path, kinds: Kinds) -> Checked:
     if section is None:
         scenario = load_scenario(path, kinds)
         return Checked(path, None, f"ok: {path} is a valid scenario ({scenario.name})")
-    flat = load_flat(path, CATALOG_DIRS[section], ())
+    flat = load_flat(path, CATALOG_DIRS[section], (), importers_of(kinds))
     prefixed = {f"{section}.{k}": v for k, v in flat.items() if k not in ("name", "description")}
     subsections = [s for s in _sections(kinds) if s == section or s.startswith(section + ".")]
     required = tuple(s for s in REQUIRED_SECTIONS if s in subsections)

@@ -5,7 +5,7 @@ data-parallel over ``ep``), summed over layers. Each law is one function; precis
 per component (e.g. INT4 experts, BF16 attention). Architecture fields follow the
 Hugging Face config names of DeepSeek-V3 / Kimi K2. The hooks are here; the work is split by
 concern: `spec` (the fields), `work` (one pass being costed), `attention`, `dense`, `moe`
-(with MTP drafting) and `constraints`.
+(with MTP drafting), `constraints`, and `importer` (the fields from a Hugging Face config).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from stepwall.plugins.moe_plateau import ANALYSIS
 from stepwall.plugins.moe_transformer.attention import Attention, add_attention, kv_transfer
 from stepwall.plugins.moe_transformer.constraints import layout_constraints
 from stepwall.plugins.moe_transformer.dense import add_dense, dense_weights, tp_allreduce
+from stepwall.plugins.moe_transformer.importer import IMPORTERS
 from stepwall.plugins.moe_transformer.moe import add_moe, draft_ops
 from stepwall.plugins.moe_transformer.spec import PLUGIN, MoeTransformer
 from stepwall.plugins.moe_transformer.work import Pass, prefill_passes
@@ -40,6 +41,7 @@ def stepwall_spec_kinds() -> list[KindSpec]:
             "moe-transformer",
             MoeTransformer,
             "decoder-only transformer with MoE (or dense, n_experts = 0) FFNs",
+            importers=IMPORTERS,
         )
     ]
 

@@ -1,0 +1,468 @@
+"""``moe-transformer`` from Hugging Face configs: the fields of each architecture this kind
+expresses, each with the config key it came from, and the precisions the checkpoint's
+quantisation gives each component (`stepwall.spec.hf`).
+
+Families: Llama 3 / Mistral / Qwen2 / Qwen3 (dense), Mixtral, Qwen3-MoE, MiniMax-M2, gpt-oss
+(GQA, sliding-window layers), DeepSeek-V3 / R1 and Kimi K2 / K2.5 (MLA, shared experts,
+node-limited routing). A config whose architecture needs physics this kind does not have (a
+token indexer, linear or state-space layers, chunked or block-sparse attention) is refused at
+the key that says so. Not modelled, as in the hand-written catalog: norms, biases, rotary
+details and MTP modules (under 0.1% of the weights, or not run by the engines priced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from stepwall.core.errors import SpecError
+from stepwall.spec.hf import Entry, HFConfig, Module, bits_text
+
+KIND = "moe-transformer"
+
+# Config keys that mean physics this kind lacks (issue: architectures in), and what it is.
+NOT_YET = {
+    "index_topk": "sparse attention over the tokens an indexer selects (DeepSeek Sparse Attention)",
+    "compress_ratios": "compressed attention with per-layer ratios (DeepSeek-V4)",
+    "linear_attn_config": "linear attention layers beside full attention (Kimi Delta Attention)",
+    "linear_num_key_heads": "Gated DeltaNet linear-attention layers",
+    "hybrid_override_pattern": "Mamba-2 state-space layers interleaved with attention",
+    "mamba_num_heads": "Mamba-2 state-space layers",
+    "attention_chunk_size": "chunked local attention",
+    "sparse_topk_blocks": "block-sparse attention",
+    "sparse_attention_config": "block-sparse attention",
+    "moe_latent_size": "latent MoE (experts in a projected space)",
+}
+
+
+class Draft:
+    """The spec being written from ``cfg``: entries in the catalog's order, each sourced."""
+
+    def __init__(self, cfg: HFConfig) -> None:
+        self.cfg = cfg
+        self.entries: list[Entry] = [("kind", KIND, "")]
+
+    def put(self, field: str, value: object, why: str) -> None:
+        self.entries.append((field, value, why))
+
+    def take(self, field: str, key: str, default: int | None = None, minimum: int = 1) -> int:
+        value = self.cfg.count(key, default, minimum=minimum)
+        stated = self.cfg.has(key)
+        self.put(
+            field,
+            value,
+            f"config.json {self.cfg.key(key)} {value}"
+            if stated
+            else f"config.json states no {self.cfg.key(key)}: {value}",
+        )
+        return value
+
+
+def _refuse_unexpressible(cfg: HFConfig) -> None:
+    for key, what in NOT_YET.items():
+        if cfg.has(key):
+            raise SpecError(
+                cfg.file,
+                cfg.key(key),
+                f"{what}: not expressible in {KIND} yet",
+                f"a model of the families {KIND} imports (stepwall import-model --help lists them)",
+            )
+    if cfg.value("tie_word_embeddings") is True:
+        raise SpecError(
+            cfg.file,
+            cfg.key("tie_word_embeddings"),
+            f"tied input and output embeddings: not expressible in {KIND} yet",
+            "an untied model (the kind prices the embedding and LM head apart)",
+        )
+
+
+def _names(suffix: str, layers: Iterable[int]) -> list[tuple[str, ...]]:
+    """Each layer's module ``suffix`` by the names checkpoints give it (a multimodal wrapper
+    prefixes ``language_model.``)."""
+    out: list[tuple[str, ...]] = []
+    for i in layers:
+        base = f"model.layers.{i}.{suffix}"
+        out.append((base, f"language_model.{base}", f"model.language_model.layers.{i}.{suffix}"))
+    return out
+
+
+def _modules(spec: dict[str, int], layers: Iterable[int], expert: bool = False) -> list[Module]:
+    layers = list(layers)
+    return [
+        Module(names, params, expert)
+        for suffix, params in spec.items()
+        for names in _names(suffix, layers)
+    ]
+
+
+class Shape:
+    """The counts the precisions are weighted by: layers, and the Linears of each component."""
+
+    def __init__(self, n_layers: int, dense_layers: list[int]) -> None:
+        self.n_layers = n_layers
+        self.dense_layers = dense_layers
+        self.moe_layers = [i for i in range(n_layers) if i not in set(dense_layers)]
+        self.attention: list[Module] = []
+        self.dense: list[Module] = []
+        self.experts: list[Module] = []
+        self.shared: list[Module] = []
+        self.head: list[Module] = []
+
+
+def _gqa(d: Draft, hidden: int, shape: Shape) -> None:
+    cfg = d.cfg
+    d.put("attention", "gqa", "grouped-query attention (num_key_value_heads, num_attention_heads)")
+    heads = d.take("n_heads", "num_attention_heads")
+    kv = d.take("n_kv_heads", "num_key_value_heads", default=heads)
+    if cfg.has("head_dim"):
+        head_dim = d.take("head_dim", "head_dim")
+    else:
+        head_dim = hidden // heads
+        d.put("head_dim", head_dim, f"config.json hidden_size / num_attention_heads = {head_dim}")
+    q, k = heads * head_dim, kv * head_dim
+    shape.attention = _modules(
+        {
+            "self_attn.q_proj": hidden * q,
+            "self_attn.k_proj": hidden * k,
+            "self_attn.v_proj": hidden * k,
+            "self_attn.o_proj": q * hidden,
+        },
+        range(shape.n_layers),
+    )
+
+
+def _mla(d: Draft, hidden: int, shape: Shape) -> None:
+    cfg = d.cfg
+    d.put("attention", "mla", "multi-head latent attention (kv_lora_rank; DeepSeek-V2 §2.1)")
+    heads = d.take("n_heads", "num_attention_heads")
+    if not cfg.has("q_lora_rank"):
+        raise SpecError(
+            cfg.file,
+            cfg.key("q_lora_rank"),
+            f"is null: MLA without a query low-rank projection is not expressible in {KIND} yet",
+            "an integer (DeepSeek-V3: 1536)",
+        )
+    rq = d.take("q_lora_rank", "q_lora_rank")
+    rkv = d.take("kv_lora_rank", "kv_lora_rank")
+    nope = d.take("qk_nope_head_dim", "qk_nope_head_dim")
+    rope = d.take("qk_rope_head_dim", "qk_rope_head_dim")
+    v = d.take("v_head_dim", "v_head_dim")
+    shape.attention = _modules(
+        {
+            "self_attn.q_a_proj": hidden * rq,
+            "self_attn.q_b_proj": rq * heads * (nope + rope),
+            "self_attn.kv_a_proj_with_mqa": hidden * (rkv + rope),
+            "self_attn.kv_b_proj": rkv * heads * (nope + v),
+            "self_attn.o_proj": heads * v * hidden,
+        },
+        range(shape.n_layers),
+    )
+
+
+def _ffn(prefix: str, hidden: int, width: int, names: tuple[str, str, str]) -> dict[str, int]:
+    return {f"{prefix}.{n}": hidden * width for n in names}
+
+
+GATE_UP_DOWN = ("gate_proj", "up_proj", "down_proj")
+W1_W3_W2 = ("w1", "w3", "w2")
+
+
+def _dense_model(d: Draft) -> None:
+    """Llama 3, Mistral, Qwen2, Qwen3: attention and a gated MLP in every layer."""
+    cfg = d.cfg
+    if cfg.value("use_sliding_window") is True:
+        raise SpecError(
+            cfg.file,
+            cfg.key("use_sliding_window"),
+            "is true: Qwen's sliding "
+            f"window below max_window_layers is not expressible in {KIND} yet",
+            "false",
+        )
+    n = d.take("n_layers", "num_hidden_layers")
+    d.put("n_dense_layers", n, f"{cfg.architecture}: every layer has a dense MLP")
+    hidden = d.take("hidden", "hidden_size")
+    width = d.take("dense_intermediate", "intermediate_size")
+    for f in ("n_experts", "experts_per_token", "n_shared_experts"):
+        d.put(f, 0, "dense model: no experts")
+    shape = Shape(n, list(range(n)))
+    _gqa(d, hidden, shape)
+    _window(d, n, "all")
+    shape.dense = _modules(_ffn("mlp", hidden, width, GATE_UP_DOWN), range(n))
+    _finish(d, hidden, shape)
+
+
+def _window(d: Draft, n_layers: int, which: str) -> None:
+    """A sliding window on every layer (Mistral, Mixtral) or on the layers ``layer_types``
+    names (gpt-oss); nothing when the config states none."""
+    cfg = d.cfg
+    window = cfg.value("sliding_window")
+    if window is None:
+        return
+    d.take("sliding_window", "sliding_window")
+    if which == "all":
+        d.put("sliding_layers", n_layers, "config.json sliding_window on every layer")
+        return
+    types = cfg.value("layer_types") or []
+    sliding = sum(1 for t in types if t == "sliding_attention")
+    d.put(
+        "sliding_layers",
+        sliding,
+        f"config.json {cfg.key('layer_types')}: {sliding} sliding_attention of {len(types)}",
+    )
+
+
+def _moe_model(
+    d: Draft,
+    *,
+    experts: str,
+    top_k: str,
+    width: str,
+    names: tuple[str, str, str],
+    prefix: str,
+    dense: Callable[[HFConfig, int], list[int]],
+) -> None:
+    """Mixtral, Qwen3-MoE, MiniMax-M2, gpt-oss: GQA and routed experts, no shared expert."""
+    cfg = d.cfg
+    n = d.take("n_layers", "num_hidden_layers")
+    dense_layers = dense(cfg, n)
+    d.put(
+        "n_dense_layers",
+        len(dense_layers),
+        f"{cfg.architecture}: {len(dense_layers)} layers with a dense MLP"
+        + (f" ({', '.join(map(str, dense_layers))})" if dense_layers else ""),
+    )
+    hidden = d.take("hidden", "hidden_size")
+    e_width = cfg.count(width)
+    dense_width = cfg.count("intermediate_size") if width != "intermediate_size" else e_width
+    d.put(
+        "dense_intermediate",
+        dense_width,
+        f"config.json {cfg.key('intermediate_size')} {dense_width}"
+        if dense_layers
+        else "no dense layers: the expert width, which enters no cost",
+    )
+    d.take("n_experts", experts)
+    d.take("experts_per_token", top_k)
+    d.put("n_shared_experts", 0, f"{cfg.architecture}: no shared expert")
+    d.put("expert_intermediate", e_width, f"config.json {cfg.key(width)} {e_width}")
+    shape = Shape(n, dense_layers)
+    _gqa(d, hidden, shape)
+    _window(d, n, "layer_types" if cfg.has("layer_types") else "all")
+    shape.dense = _modules(_ffn("mlp", hidden, dense_width, GATE_UP_DOWN), dense_layers)
+    shape.experts = _modules(_ffn(prefix, hidden, e_width, names), shape.moe_layers, expert=True)
+    _finish(d, hidden, shape)
+
+
+def _no_dense(cfg: HFConfig, n: int) -> list[int]:
+    return []
+
+
+def _qwen_dense(cfg: HFConfig, n: int) -> list[int]:
+    """Qwen3-MoE's dense layers: ``mlp_only_layers``, and those off ``decoder_sparse_step``."""
+    step = cfg.count("decoder_sparse_step", 1)
+    only = set(cfg.value("mlp_only_layers") or [])
+    return [i for i in range(n) if i in only or (i + 1) % step != 0]
+
+
+def _minimax_m2(d: Draft) -> None:
+    cfg = d.cfg
+    if cfg.value("shared_intermediate_size", 0):
+        raise SpecError(
+            cfg.file,
+            cfg.key("shared_intermediate_size"),
+            f"is not 0: MiniMax's shared expert is not expressible in {KIND} yet",
+            "0",
+        )
+    kinds = cfg.value("attn_type_list") or []
+    if any(t != 1 for t in kinds):
+        raise SpecError(
+            cfg.file,
+            cfg.key("attn_type_list"),
+            f"has linear (lightning) attention layers, not expressible in {KIND} yet",
+            "full attention (1) on every layer",
+        )
+    _moe_model(
+        d,
+        experts="num_local_experts",
+        top_k="num_experts_per_tok",
+        width="intermediate_size",
+        names=W1_W3_W2,
+        prefix="block_sparse_moe.experts.0",
+        dense=_no_dense,
+    )
+
+
+def _gpt_oss(d: Draft) -> None:
+    # the experts' gate and up projections are one fused tensor (mlp.experts.gate_up_proj)
+    _moe_model(
+        d,
+        experts="num_local_experts",
+        top_k="num_experts_per_tok",
+        width="intermediate_size",
+        names=("gate_up_proj", "gate_up_proj", "down_proj"),
+        prefix="mlp.experts",
+        dense=_no_dense,
+    )
+
+
+def _deepseek(d: Draft) -> None:
+    """DeepSeek-V3 / R1, Kimi K2 / K2.5: MLA, leading dense layers, shared experts and
+    node-limited routing over expert groups."""
+    cfg = d.cfg
+    if cfg.count("moe_layer_freq", 1) != 1:
+        raise SpecError(
+            cfg.file,
+            cfg.key("moe_layer_freq"),
+            f"is not 1: MoE on every n-th layer is not expressible in {KIND} yet",
+            "1",
+        )
+    n = d.take("n_layers", "num_hidden_layers")
+    k_dense = d.take("n_dense_layers", "first_k_dense_replace", default=0, minimum=0)
+    hidden = d.take("hidden", "hidden_size")
+    dense_width = d.take("dense_intermediate", "intermediate_size")
+    d.take("n_experts", "n_routed_experts")
+    d.take("experts_per_token", "num_experts_per_tok")
+    d.take("n_group", "n_group", default=1)
+    d.take("topk_group", "topk_group", default=1)
+    shared = d.take("n_shared_experts", "n_shared_experts", default=0, minimum=0)
+    e_width = d.take("expert_intermediate", "moe_intermediate_size")
+    shape = Shape(n, list(range(k_dense)))
+    _mla(d, hidden, shape)
+    d.put(
+        "vocab",
+        cfg.count("vocab_size"),
+        f"config.json {cfg.key('vocab_size')} {cfg.count('vocab_size')}",
+    )
+    shape.dense = _modules(_ffn("mlp", hidden, dense_width, GATE_UP_DOWN), shape.dense_layers)
+    shape.experts = _modules(
+        _ffn("mlp.experts.0", hidden, e_width, GATE_UP_DOWN), shape.moe_layers, expert=True
+    )
+    if shared:
+        shape.shared = _modules(
+            _ffn("mlp.shared_experts", hidden, shared * e_width, GATE_UP_DOWN), shape.moe_layers
+        )
+    _finish(d, hidden, shape, vocab_done=True)
+
+
+def _finish(d: Draft, hidden: int, shape: Shape, vocab_done: bool = False) -> None:
+    """The vocabulary and every component's precision and math."""
+    cfg = d.cfg
+    vocab = cfg.count("vocab_size")
+    if not vocab_done:
+        d.put("vocab", vocab, f"config.json {cfg.key('vocab_size')} {vocab}")
+    plain, plain_why = cfg.dtype_bits
+    experts = cfg.precision(shape.experts)
+    parts = (
+        ("expert", shape.experts, "routed experts", experts),
+        ("shared_expert", shape.shared, "shared experts", None),
+        ("attention", shape.attention, "attention projections", None),
+        ("dense", shape.dense, "dense MLP layers", None),
+    )
+    for name, modules, what, known in parts:
+        if not modules:
+            d.put(f"{name}_bits", bits_text(plain), f"unused: no {what}")
+            continue
+        p = known or cfg.precision(modules)
+        d.put(f"{name}_bits", bits_text(p.bits), p.why)
+        d.put(f"{name}_math", p.math, f"{what}: {p.why}")
+    # quantisers leave the embedding (not a Linear) and the LM head in the checkpoint's dtype
+    # (transformers' get_keys_to_not_convert; ModelOpt and compressed-tensors list lm_head)
+    d.put(
+        "embedding_bits",
+        bits_text(plain),
+        f"embedding and LM head in the checkpoint dtype ({plain_why}): quantisers leave them out",
+    )
+    d.put("embedding_math", "bf16", "LM head in the checkpoint dtype")
+    q = cfg.quant
+    kv = q.kv_bits if q is not None else None
+    if q is None or kv is None:
+        d.put("kv_bits", bits_text(16.0), "no KV-cache quantisation stated: BF16 cache")
+        d.put("attention_core_math", "bf16", "attention over a BF16 KV cache")
+    else:
+        d.put("kv_bits", bits_text(kv), f"KV cache at {kv:g} bit ({q.source})")
+        d.put(
+            "attention_core_math",
+            "fp8" if kv == 8 else "bf16",
+            "attention over the quantised KV cache",
+        )
+    d.put("activation_bits", bits_text(16.0), "BF16 activations (all-reduce, combine)")
+    d.put(
+        "dispatch_bits",
+        bits_text(experts.input_bits if shape.experts else 16.0),
+        "the experts' GEMM input, as the dispatch can send it: "
+        + (experts.why if shape.experts else "no experts"),
+    )
+
+
+def _qwen3_moe(d: Draft) -> None:
+    _moe_model(
+        d,
+        experts="num_experts",
+        top_k="num_experts_per_tok",
+        width="moe_intermediate_size",
+        names=GATE_UP_DOWN,
+        prefix="mlp.experts.0",
+        dense=_qwen_dense,
+    )
+
+
+def _mixtral(d: Draft) -> None:
+    _moe_model(
+        d,
+        experts="num_local_experts",
+        top_k="num_experts_per_tok",
+        width="intermediate_size",
+        names=W1_W3_W2,
+        prefix="block_sparse_moe.experts.0",
+        dense=_no_dense,
+    )
+
+
+FAMILIES: dict[str, Callable[[Draft], None]] = {
+    "LlamaForCausalLM": _dense_model,
+    "MistralForCausalLM": _dense_model,
+    "Qwen2ForCausalLM": _dense_model,
+    "Qwen3ForCausalLM": _dense_model,
+    "MixtralForCausalLM": _mixtral,
+    "Qwen3MoeForCausalLM": _qwen3_moe,
+    "MiniMaxM2ForCausalLM": _minimax_m2,
+    "GptOssForCausalLM": _gpt_oss,
+    "DeepseekV3ForCausalLM": _deepseek,
+    "KimiK25ForConditionalGeneration": _deepseek,
+}
+
+
+# Architectures recognised but refused, at the config key that names what the kind lacks.
+NOT_YET_ARCHITECTURES = (
+    "DeepseekV32ForCausalLM",
+    "DeepseekV4ForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "KimiLinearForCausalLM",
+    "KimiK3ForConditionalGeneration",
+    "NemotronHForCausalLM",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "MiniMaxM3ForCausalLM",
+    "MiniMaxM3SparseForCausalLM",
+    "Llama4ForConditionalGeneration",
+    "Gemma4ForConditionalGeneration",
+    "MiMoV2FlashForCausalLM",
+)
+
+
+def import_config(cfg: HFConfig) -> list[Entry]:
+    """The entries of a ``moe-transformer`` spec for ``cfg``, each with its source."""
+    _refuse_unexpressible(cfg)
+    family = FAMILIES.get(cfg.architecture)
+    if family is None:
+        raise SpecError(
+            cfg.file,
+            cfg.key("architectures"),
+            f"{cfg.architecture} needs physics {KIND} does not have yet",
+            f"one of {', '.join(FAMILIES)}",
+        )
+    d = Draft(cfg)
+    family(d)
+    return d.entries
+
+
+IMPORTERS = dict.fromkeys((*FAMILIES, *NOT_YET_ARCHITECTURES), import_config)

@@ -1,0 +1,349 @@
+"""Hugging Face configs in (issue 23, item 1): `stepwall import-model` and ``from = "hf:…"``.
+
+The configs are the publishers' own files (tests/data/hf/README.md). Each check compares with
+something the importer does not compute: the shipped catalog bytes, the publisher's parameter
+total counted by the model plugin's own weight accounting, the hand-written catalog specs of
+the same models, and the quantisation formats' definitions.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stepwall.apps.import_model import model_spec
+from stepwall.cli import main
+from stepwall.model.compose import build_model
+from stepwall.plugin.registry import build
+from stepwall.spec.hf import Module, _matches, read_config
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "hf"
+CATALOG = tomllib.loads((DATA / "catalog.toml").read_text())["model"]
+WEIGHT_BITS = (
+    "expert_bits",
+    "shared_expert_bits",
+    "attention_bits",
+    "dense_bits",
+    "embedding_bits",
+)
+
+
+@pytest.fixture(scope="module")
+def kinds() -> Any:
+    return build().kinds
+
+
+@pytest.mark.parametrize("entry", CATALOG, ids=[e["name"] for e in CATALOG])
+def test_catalog_entry_is_what_the_importer_writes(
+    entry: dict[str, Any], kinds: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)  # the specs name their source as a repository path
+    text = model_spec(f"tests/data/hf/{entry['config']}", kinds, entry["name"])
+    assert (ROOT / "specs" / "models" / f"{entry['name']}.toml").read_text() == text
+
+
+@pytest.mark.parametrize("entry", CATALOG, ids=[e["name"] for e in CATALOG])
+def test_parameter_count_is_the_published_total(entry: dict[str, Any]) -> None:
+    """The plugin's resident weights on one GPU at one byte per weight, against the total the
+    publisher states."""
+    sets = ["parallel.tp=1", "parallel.ep=1", "parallel.redundant_experts=0"]
+    sets += [f"model.{b}=8 bit" for b in WEIGHT_BITS]
+    inline = f"model={entry['name']},hardware=h200,cluster=hgx-h200-ib,engine=trtllm"
+    sets += ["workload.concurrency=1", "workload.context=1024"]
+    held = float(build_model(inline, sets).evaluate()["weight_bytes_per_gpu"])
+    assert held == pytest.approx(entry["published_total"], rel=entry["tol"]), entry["total_source"]
+
+
+# hand-written catalog specs of the same architectures: every architecture field agrees
+HAND_WRITTEN = {
+    "deepseek-v3-fp8": "deepseek-ai--DeepSeek-V3",
+    "kimi-k2-fp8": "moonshotai--Kimi-K2-Instruct",
+    "llama-3.3-70b-fp8": "nvidia--Llama-3.1-70B-Instruct-FP8",
+    "gpt-oss-120b": "openai--gpt-oss-120b",
+    "minimax-m2.5-fp8": "MiniMaxAI--MiniMax-M2.5",
+}
+ARCHITECTURE = (
+    "n_layers",
+    "n_dense_layers",
+    "hidden",
+    "n_experts",
+    "experts_per_token",
+    "n_shared_experts",
+    "expert_intermediate",
+    "attention",
+    "n_heads",
+    "n_kv_heads",
+    "head_dim",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "vocab",
+    "sliding_window",
+    "sliding_layers",
+    "n_group",
+    "topk_group",
+)
+
+
+@pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
+def test_import_agrees_with_the_hand_written_spec(name: str, kinds: Any) -> None:
+    hand = tomllib.loads((ROOT / "specs" / "models" / f"{name}.toml").read_text())
+    got = tomllib.loads(model_spec(str(DATA / HAND_WRITTEN[name]), kinds))
+    for key in ARCHITECTURE:
+        if key in hand and key in got:
+            assert got[key] == hand[key], (name, key)
+    assert got["attention"] == hand["attention"]
+
+
+def test_hand_written_precisions_of_fp8_llama_agree(kinds: Any) -> None:
+    """ModelOpt FP8 (per tensor, W8A8, FP8 KV) as the hand-written Llama spec states it."""
+    got = tomllib.loads(model_spec(str(DATA / "nvidia--Llama-3.1-70B-Instruct-FP8"), kinds))
+    hand = tomllib.loads((ROOT / "specs" / "models" / "llama-3.3-70b-fp8.toml").read_text())
+    for key in (
+        "attention_bits",
+        "dense_bits",
+        "embedding_bits",
+        "kv_bits",
+        "attention_math",
+        "dense_math",
+        "attention_core_math",
+    ):
+        assert got[key] == hand[key], key
+
+
+def test_formats_are_their_definitions(kinds: Any) -> None:
+    """Stored bits: FP8 + an FP32 scale per 128x128 block; NVFP4 e2m1 + E4M3 per 16; MXFP4
+    e2m1 + E8M0 per 32; INT4 + a BF16 scale per 32 (Kimi K2.5's W4A16)."""
+
+    def bits(folder: str, key: str) -> float:
+        spec = tomllib.loads(model_spec(str(DATA / folder), kinds))
+        return float(spec[key].split()[0])
+
+    assert bits("deepseek-ai--DeepSeek-R1", "expert_bits") == round(8 + 32 / 128**2, 3)
+    assert bits("nvidia--Qwen3-235B-A22B-NVFP4", "expert_bits") == 4 + 8 / 16
+    assert bits("openai--gpt-oss-20b", "expert_bits") == 4 + 8 / 32
+    assert bits("moonshotai--Kimi-K2.5", "expert_bits") == 4 + 16 / 32
+    assert bits("moonshotai--Kimi-K2.5", "attention_bits") == 16  # ignored: re:.*self_attn.*
+    k25 = tomllib.loads(model_spec(str(DATA / "moonshotai--Kimi-K2.5"), kinds))
+    assert (k25["expert_math"], k25["dispatch_bits"]) == ("bf16", "16 bit")  # weight-only
+
+
+def test_partly_excluded_attention_is_weighted_by_parameters(kinds: Any) -> None:
+    """DeepSeek-V3.1 NVFP4 leaves q_a, q_b, kv_a and kv_b in BF16 and quantises o_proj: the
+    attention's bits are the parameter-weighted mean, counted here by hand from the config."""
+    h, heads, rq, rkv, nope, rope, v = 7168, 128, 1536, 512, 128, 64, 128
+    left_out = h * rq + rq * heads * (nope + rope) + h * (rkv + rope) + rkv * heads * (nope + v)
+    o_proj = heads * v * h
+    want = (left_out * 16 + o_proj * 4.5) / (left_out + o_proj)
+    spec = tomllib.loads(model_spec(str(DATA / "nvidia--DeepSeek-V3.1-NVFP4"), kinds))
+    assert float(spec["attention_bits"].split()[0]) == pytest.approx(want, abs=0.005)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "hit"),
+    [
+        ("gate", "model.layers.3.block_sparse_moe.gate", True),
+        ("gate", "model.layers.3.mlp.experts.0.gate_proj", False),
+        ("lm_head", "lm_head", True),
+        ("model.layers.*.self_attn", "model.layers.7.self_attn", True),
+        ("model.layers.1.self_attn*", "model.layers.1.self_attn.q_proj", True),
+        ("model.layers.1.self_attn*", "model.layers.11.self_attn.q_proj", False),
+        ("re:.*shared_experts.*", "model.layers.4.mlp.shared_experts.up_proj", True),
+        ("re:.*mlp\\.(gate|up|gate_up|down)_proj.*", "model.layers.0.mlp.down_proj", True),
+        (
+            "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
+            "model.layers.5.mlp.experts.1.down_proj",
+            False,
+        ),
+    ],
+)
+def test_exclusion_patterns_match_as_the_quantisers_do(pattern: str, name: str, hit: bool) -> None:
+    assert _matches(pattern, name) is hit
+
+
+def test_module_covered_by_any_alias() -> None:
+    cfg = read_config(str(DATA / "nvidia--Kimi-K2.6-NVFP4"))
+    assert cfg.quant is not None
+    attn = Module(
+        ("model.layers.5.self_attn.o_proj", "language_model.model.layers.5.self_attn.o_proj"), 1
+    )
+    assert not cfg.quant.covers(attn.names, expert=False)
+    assert cfg.precision([attn]).bits == 16
+
+
+def _eval_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(args) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def test_hf_source_equals_the_catalog_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``model = "hf:DIR"`` in a scenario, and a model spec ``from = "hf:DIR"`` with an
+    override, price the same step as the written catalog entry with the same override."""
+    config = DATA / "Qwen--Qwen3-30B-A3B-FP8"
+    base = 'from = "llama70b-fp8-h200-tp1"\n'
+    (tmp_path / "direct.toml").write_text(base + f'model = "hf:{config}"\n')
+    (tmp_path / "mine.toml").write_text(f'name = "mine"\nfrom = "hf:{config}"\nkv_bits = "8 bit"\n')
+    (tmp_path / "via.toml").write_text(base + 'model = "mine.toml"\n')
+    (tmp_path / "cat.toml").write_text(base + 'model = "qwen3-30b-a3b-fp8"\n')
+    step = "step_time_s"
+    direct = _eval_json(["eval", str(tmp_path / "direct.toml"), "--json", "--no-cache"], capsys)
+    cat = _eval_json(["eval", str(tmp_path / "cat.toml"), "--json", "--no-cache"], capsys)
+    assert direct[step] == cat[step]
+    via = _eval_json(["eval", str(tmp_path / "via.toml"), "--json", "--no-cache"], capsys)
+    cat8 = _eval_json(
+        [
+            "eval",
+            str(tmp_path / "cat.toml"),
+            "--json",
+            "--no-cache",
+            "--set",
+            'model.kv_bits="8 bit"',
+        ],
+        capsys,
+    )
+    assert via[step] == cat8[step]
+
+
+def test_hub_id_from_the_local_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snap = tmp_path / "models--openai--gpt-oss-20b" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    shutil.copy(DATA / "openai--gpt-oss-20b" / "config.json", snap / "config.json")
+    (tmp_path / "models--openai--gpt-oss-20b" / "refs").mkdir()
+    (tmp_path / "models--openai--gpt-oss-20b" / "refs" / "main").write_text("abc123\n")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(["import-model", "openai/gpt-oss-20b"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["name"] == "gpt-oss-20b"
+
+
+def test_output_file_is_written_whole_and_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "m.toml"
+    assert (
+        main(
+            [
+                "import-model",
+                str(DATA / "mistralai--Mixtral-8x7B-v0.1"),
+                "-o",
+                str(out),
+                "--name",
+                "mixtral",
+            ]
+        )
+        == 0
+    )
+    assert "wrote" in capsys.readouterr().out
+    assert main(["check", str(out)]) == 0
+    assert tomllib.loads(out.read_text())["name"] == "mixtral"
+
+
+@pytest.mark.parametrize(
+    ("folder", "key"),
+    [
+        ("zai-org--GLM-5-FP8", "index_topk"),
+        ("Qwen--Qwen3.5-397B-A17B", "text_config.linear_num_key_heads"),
+        ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "hybrid_override_pattern"),
+        ("deepseek-ai--DeepSeek-V4-Flash", "index_topk"),
+        ("moonshotai--Kimi-K3", "text_config.linear_attn_config"),
+        ("MiniMaxAI--MiniMax-M3", "sparse_attention_config"),
+        ("Qwen--Qwen3-0.6B", "tie_word_embeddings"),
+    ],
+)
+def test_inexpressible_architectures_are_refused_at_their_key(
+    folder: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "x.toml"
+    assert main(["import-model", str(DATA / folder), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"config.json:{key}:" in err and "\n" not in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("doc", "key"),
+    [
+        ({"architectures": ["FooForCausalLM"]}, "architectures"),
+        ({"model_type": "llama"}, "architectures"),
+        ({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096}, "num_hidden_layers"),
+        ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": -2}, "num_hidden_layers"),
+        (
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_attention_heads": 4,
+                "vocab_size": 100,
+                "quantization_config": {"quant_method": "bitsandbytes"},
+            },
+            "quantization_config.quant_method",
+        ),
+        (
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_attention_heads": 4,
+                "vocab_size": 100,
+                "torch_dtype": "int3",
+            },
+            "torch_dtype",
+        ),
+    ],
+)
+def test_bad_configs_are_one_line_errors(
+    doc: dict[str, Any], key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    assert main(["import-model", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"config.json:{key}:" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", ""])
+def test_unreadable_config_is_a_one_line_error(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.json").write_text(text)
+    assert main(["import-model", str(tmp_path / "config.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "config.json" in err and "\n" not in err
+
+
+def test_missing_config_and_uncached_hub_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(["import-model", "nowhere/config.json"]) == 2
+    assert "not found" in capsys.readouterr().err
+    assert main(["import-model", "someorg/somemodel"]) == 2
+    assert "not in the local Hugging Face cache" in capsys.readouterr().err
+    (tmp_path / "s.toml").write_text('from = "llama70b-fp8-h200-tp1"\nmodel = "hf:missing"\n')
+    assert main(["eval", str(tmp_path / "s.toml")]) == 2
+    assert "s.toml:model: missing: not found" in capsys.readouterr().err
+
+
+def test_hf_source_outside_a_model_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "s.toml").write_text(
+        f'from = "llama70b-fp8-h200-tp1"\nhardware = "hf:{DATA / "openai--gpt-oss-20b"}"\n'
+    )
+    assert main(["eval", str(tmp_path / "s.toml")]) == 2
+    assert "a Hugging Face config is a model's source" in capsys.readouterr().err
