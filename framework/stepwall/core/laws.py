@@ -228,6 +228,34 @@ def gqa_score_flops(head_dim: sp.Expr, n_heads: sp.Expr, tp: sp.Expr, context: s
     return 2 * context * head_dim * FLOPS_PER_MAC * n_heads * shard(n_heads, tp)
 
 
+@law(OPERATION)
+def indexer_score_flops(index_heads: sp.Expr, index_head_dim: sp.Expr, context: sp.Expr) -> sp.Expr:
+    """FLOPs per query token per layer of DeepSeek Sparse Attention's lightning indexer: a
+    ReLU-gated dot product of d_I per index head with each of S cached index keys, summed
+    over the H_I heads with per-head weights, S·H_I·d_I multiply-adds (DeepSeek-V3.2-Exp
+    report, §2.1); every TP rank scores every key for its own queries."""
+    return context * index_heads * index_head_dim * FLOPS_PER_MAC
+
+
+@law(INFORMATION, bits=INFORMATION)
+def index_key_bytes(index_head_dim: sp.Expr, bits: sp.Expr) -> sp.Expr:
+    """Index-key cache per token per layer: one key of d_I elements shared by the indexer's
+    heads (DeepSeek-V3.2-Exp §2.1: a single key per token, like MQA), whole on every TP rank."""
+    return index_head_dim * bits
+
+
+@law(DIMENSIONLESS)
+def indexer_params(
+    hidden: sp.Expr, q_lora_rank: sp.Expr, index_heads: sp.Expr, index_head_dim: sp.Expr
+) -> sp.Expr:
+    """Lightning-indexer weights per layer: the query up-projection from MLA's query latent
+    (r_q·H_I·d_I), the key projection (h·d_I) and the head weights (h·H_I) (DeepSeek-V3.2
+    inference/model.py Indexer: wq_b, wk, weights_proj); replicated across TP ranks."""
+    return (
+        q_lora_rank * index_heads * index_head_dim + hidden * index_head_dim + hidden * index_heads
+    )
+
+
 # ---------------------------------------------------------------- routing
 
 

@@ -1,6 +1,7 @@
 """Attention of ``moe-transformer``: MLA or GQA projections, the attention kernel over the KV
-cache (sliding-window layers see at most W tokens of it), the cache's bytes, and what the
-attention laws assume of the architecture."""
+cache (sliding-window layers see at most W tokens of it; with DeepSeek Sparse Attention each
+query reads the k_I tokens its lightning indexer selects, and the indexer scores every cached
+index key), the cache's bytes, and what the attention laws assume of the architecture."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from stepwall.core.laws import (
     gqa_kv_bytes,
     gqa_params,
     gqa_score_flops,
+    index_key_bytes,
+    indexer_params,
+    indexer_score_flops,
     mla_kv_bytes,
     mla_params,
     mla_prompt_score_flops,
@@ -53,9 +57,19 @@ class Attention:
     kv_token: sp.Expr
     score: Callable[[sp.Expr], sp.Expr]
     prompt_score: Callable[[sp.Expr], sp.Expr]
+    sparse: bool = False  # DeepSeek Sparse Attention: an indexer selects k_I tokens per query
 
     @classmethod
     def of(cls, p: Pass) -> Attention:
+        att = cls._dense(p)
+        if p.spec.index_topk == 0:
+            return att
+        m = p.m
+        rep = att.rep + indexer_params(m.hidden, m.q_lora_rank, m.index_heads, m.index_head_dim)
+        return attrs.evolve(att, rep=rep, sparse=True)
+
+    @classmethod
+    def _dense(cls, p: Pass) -> Attention:
         m, tp = p.m, p.layout.tp
         if p.spec.attention == "mla":
             rep, split = mla_params(m.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim,
@@ -83,20 +97,42 @@ class Attention:
         """Projection weights per GPU per layer."""
         return self.rep + self.split
 
-    def attended(self, ctx: sp.Expr) -> sp.Expr:
-        """Layer-tokens of KV one query attends to over all layers: L − L_w full layers, L_w
+    def held(self, ctx: sp.Expr) -> sp.Expr:
+        """Layer-tokens of KV cache one user keeps over all layers: L − L_w full layers, L_w
         at a window of at most W tokens."""
         m = self.m
         return (m.n_layers - m.sliding_layers) * ctx + m.sliding_layers * min_of(
             ctx, m.sliding_window
         )
 
+    def attended(self, ctx: sp.Expr) -> sp.Expr:
+        """Layer-tokens of KV one query attends to: as `held`, but a sparse model's full
+        layers read only the k_I tokens its indexer selects (min(S, k_I))."""
+        if not self.sparse:
+            return self.held(ctx)
+        m = self.m
+        return (m.n_layers - m.sliding_layers) * min_of(ctx, m.index_topk) + (
+            m.sliding_layers * min_of(ctx, m.sliding_window)
+        )
+
+    @property
+    def index_token(self) -> sp.Expr:
+        """Index-key bytes per token over all full layers (0 for dense attention)."""
+        m = self.m
+        if not self.sparse:
+            return sp.Integer(0) * m.index_bits
+        return (m.n_layers - m.sliding_layers) * index_key_bytes(m.index_head_dim, m.index_bits)
+
+    def cache_bytes(self, tokens: sp.Expr) -> sp.Expr:
+        """KV (and index-key) cache bytes of one user's ``tokens``."""
+        return self.held(tokens) * self.kv_token + tokens * self.index_token
+
     def resident_kv(self, p: Pass) -> sp.Expr:
         """KV-cache bytes per GPU: the busiest rank's users, each with its whole context in
         whole blocks of the engine's paged cache."""
         step = p.step
         held = paged_tokens(step.context + step.tokens_per_user, p.engine.kv_block)
-        return step.users_per_rank * self.attended(held) * (self.kv_token)
+        return step.users_per_rank * self.cache_bytes(held)
 
 
 def add_attention(p: Pass, att: Attention) -> None:
@@ -127,20 +163,52 @@ def add_attention(p: Pass, att: Attention) -> None:
                     "attention over the KV cache: context S and each user's new tokens",
                     "attention", p.batches * m.n_layers, p.lane, "attention",
                     spec.attention_core_math, per_query, one_user))  # fmt: skip
+    if att.sparse:
+        p.ops.append(_indexer(p, att, decode_ctx, prompt_ctx))
+
+
+def _indexer(p: Pass, att: Attention, decode_ctx: sp.Expr, prompt_ctx: sp.Expr) -> Op:
+    """DeepSeek Sparse Attention's lightning indexer: every query scores all of its cached
+    index keys (`indexer_score_flops`), reading them once per user per step, then a top-k
+    selects the k_I tokens the attention kernel reads (one scoring and one top-k kernel per
+    full layer)."""
+    m, step = p.m, p.step
+    layers = m.n_layers - m.sliding_layers
+    users_rank, new = step.users_per_rank, step.users_per_rank * step.tokens_per_user
+    key_bytes = index_key_bytes(m.index_head_dim, m.index_bits)
+    read = users_rank * layers * (step.context + step.tokens_per_user) * key_bytes
+    read += step.prefill_tokens_rank * layers * key_bytes  # the prompt's keys written
+    per_token = indexer_score_flops(m.index_heads, m.index_head_dim, 1)
+    scored = new * decode_ctx + step.prefill_tokens_rank * prompt_ctx  # as the kernel's
+    queries = new + step.prefill_tokens_rank
+    one_user = layers * (step.context + step.tokens_per_user) * key_bytes
+    return Op("attention.indexer", read, scored * layers * per_token, PLUGIN,
+              "lightning indexer: each query scores every cached index key, then a top-k",
+              "attention", 2 * p.batches * layers, p.lane, "attention", p.spec.index_math,
+              scored / queries, one_user)  # fmt: skip
 
 
 def kv_transfer(p: Pass, att: Attention) -> Collective:
     """The prompt's KV cache, sent to a decode pool (disaggregated serving)."""
     return Collective("comm.kv_transfer", "send", sp.Integer(2),
-                      att.attended(p.step.kv_transfer) * att.kv_token, sp.Integer(1), PLUGIN,
+                      att.cache_bytes(p.step.kv_transfer), sp.Integer(1), PLUGIN,
                       "the prompt's KV cache to the decode pool")  # fmt: skip
 
 
 def head_constraints(m: Any, spec: Any) -> list[Constraint]:
     """What the attention laws assume of the heads: GQA's query heads in equal groups per KV
     head (`gqa_params`, `gqa_kv_bytes`), or MLA's dimensions each at least one."""
+    sparse = []
+    if spec.index_topk > 0:
+        sparse = [
+            Constraint(f"dsa_{name}_positive", getattr(m, name) >= 1,
+                       "a sparse-attention indexer has at least one head of at least one "
+                       "dimension", (f"model.{name}", "model.index_topk"), PLUGIN)
+            for name in ("index_heads", "index_head_dim")
+        ]  # fmt: skip
     if spec.attention == "gqa":
         return [
+            *sparse,
             Constraint("kv_heads_within_heads", m.n_kv_heads <= m.n_heads,
                        "each KV head serves one or more query heads",
                        ("model.n_kv_heads", "model.n_heads"), PLUGIN),
@@ -149,6 +217,7 @@ def head_constraints(m: Any, spec: Any) -> list[Constraint]:
                        ("model.n_kv_heads", "model.n_heads"), PLUGIN),
         ]  # fmt: skip
     return [
-        Constraint(f"mla_{name}_positive", getattr(m, name) >= 1, why, (f"model.{name}",), PLUGIN)
-        for name, why in MLA_DIMS.items()
-    ]
+        *sparse,
+        *(Constraint(f"mla_{name}_positive", getattr(m, name) >= 1, why, (f"model.{name}",),
+                     PLUGIN) for name, why in MLA_DIMS.items()),
+    ]  # fmt: skip

@@ -4,10 +4,11 @@ quantisation gives each component (`stepwall.spec.hf`).
 
 Families: Llama 3 / Mistral / Qwen2 / Qwen3 (dense), Mixtral, Qwen3-MoE, MiniMax-M2, gpt-oss
 (GQA, sliding-window layers), DeepSeek-V3 / R1 and Kimi K2 / K2.5 (MLA, shared experts,
-node-limited routing). A config whose architecture needs physics this kind does not have (a
-token indexer, linear or state-space layers, chunked or block-sparse attention) is refused at
-the key that says so. Not modelled, as in the hand-written catalog: norms, biases, rotary
-details and MTP modules (under 0.1% of the weights, or not run by the engines priced).
+node-limited routing), DeepSeek-V3.2 and GLM-5 (the same, with DeepSeek Sparse Attention). A
+config whose architecture needs physics this kind does not have (compressed, linear or
+state-space attention layers, chunked or block-sparse attention) is refused at the key that
+says so. Not modelled, as in the hand-written catalog: norms, biases, rotary details and MTP
+modules (under 0.1% of the weights, or not run by the engines priced).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ KIND = "moe-transformer"
 
 # Config keys that mean physics this kind lacks (issue: architectures in), and what it is.
 NOT_YET = {
-    "index_topk": "sparse attention over the tokens an indexer selects (DeepSeek Sparse Attention)",
     "compress_ratios": "compressed attention with per-layer ratios (DeepSeek-V4)",
     "linear_attn_config": "linear attention layers beside full attention (Kimi Delta Attention)",
     "linear_num_key_heads": "Gated DeltaNet linear-attention layers",
@@ -327,6 +327,8 @@ def _deepseek(d: Draft) -> None:
     e_width = d.take("expert_intermediate", "moe_intermediate_size")
     shape = Shape(n, list(range(k_dense)))
     _mla(d, hidden, shape)
+    if cfg.has("index_topk"):
+        _sparse_attention(d)
     d.put(
         "vocab",
         cfg.count("vocab_size"),
@@ -341,6 +343,22 @@ def _deepseek(d: Draft) -> None:
             _ffn("mlp.shared_experts", hidden, shared * e_width, GATE_UP_DOWN), shape.moe_layers
         )
     _finish(d, hidden, shape, vocab_done=True)
+
+
+def _sparse_attention(d: Draft) -> None:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a lightning indexer of H_I heads of
+    d_I scores the cached index keys in FP8 and each query reads the k_I tokens it selects
+    (DeepSeek-V3.2-Exp report, §2.1)."""
+    d.take("index_topk", "index_topk")
+    d.take("index_heads", "index_n_heads")
+    d.take("index_head_dim", "index_head_dim")
+    d.put(
+        "index_bits",
+        bits_text(8.0),
+        "FP8 index keys (DeepSeek-V3.2-Exp report §2.1: the "
+        "lightning indexer is implemented in FP8)",
+    )
+    d.put("index_math", "fp8", "the indexer's scores in FP8 (DeepSeek-V3.2-Exp report §2.1)")
 
 
 def _finish(d: Draft, hidden: int, shape: Shape, vocab_done: bool = False) -> None:
@@ -428,14 +446,14 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "GptOssForCausalLM": _gpt_oss,
     "DeepseekV3ForCausalLM": _deepseek,
     "KimiK25ForConditionalGeneration": _deepseek,
+    "DeepseekV32ForCausalLM": _deepseek,
+    "GlmMoeDsaForCausalLM": _deepseek,
 }
 
 
 # Architectures recognised but refused, at the config key that names what the kind lacks.
 NOT_YET_ARCHITECTURES = (
-    "DeepseekV32ForCausalLM",
     "DeepseekV4ForCausalLM",
-    "GlmMoeDsaForCausalLM",
     "KimiLinearForCausalLM",
     "KimiK3ForConditionalGeneration",
     "NemotronHForCausalLM",

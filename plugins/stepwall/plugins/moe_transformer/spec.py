@@ -75,6 +75,19 @@ class MoeTransformer:
     attention_core_math: str = choice(
         ("bf16", "fp8"), "math of the attention kernel (fp8 with an FP8 KV cache)", default="bf16"
     )
+    index_topk: int = _zero_ok(
+        "tokens DeepSeek Sparse Attention's indexer selects per query (0: dense attention)",
+        "k_{I}",
+    )
+    index_heads: int = _zero_ok("lightning-indexer heads (index_n_heads)", "H_{I}")
+    index_head_dim: int = _zero_ok("lightning-indexer head dimension (index_head_dim)", "d_{I}")
+    index_bits: float = quantity(
+        "information",
+        "bits per cached index-key element (FP8 in DeepSeek-V3.2)",
+        latex="b_{I}",
+        default=1.0,
+    )
+    index_math: str = choice(("bf16", "fp8"), "math of the indexer's scores", default="fp8")
     n_group: int = _count(
         "expert groups of node-limited routing (n_group; 1: a token may pick any expert)",
         "G",

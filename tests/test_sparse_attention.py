@@ -1,0 +1,145 @@
+"""DeepSeek Sparse Attention (issue 23, item 2): a lightning indexer scores every cached index
+key and each query reads the k_I tokens it selects (DeepSeek-V3.2-Exp report §2.1).
+
+Each law is checked on its own terms: the indexer's work against a count of its dot products,
+the attention kernel's reads against the dense model's at k_I tokens, the cache against the
+index keys it adds; and a configuration with an indexer of no heads is refused.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stepwall.cli import main
+from stepwall.model.compose import build_model
+
+GLM5 = "model=glm-5-fp8,hardware=b200,cluster=hgx-b200-ib,engine=sglang"
+L, H_I, D_I, K_I = 78, 32, 128, 2048  # GLM-5's config: layers, index heads, head dim, top-k
+
+
+def _ev(context: int, *sets: str, users: int = 4) -> dict[str, Any]:
+    base = [f"workload.concurrency={users}", f"workload.context={context}", "parallel.tp=8"]
+    return build_model(GLM5, [*base, *sets]).evaluate()
+
+
+@pytest.mark.parametrize("context", [512, 4096, 30000])
+def test_indexer_work_is_its_dot_products(context: int) -> None:
+    """Decode: each of B users' new token scores its S + ½ cached keys with H_I·d_I
+    multiply-adds per layer, and each user's index keys (d_I bytes in FP8 per token per
+    layer) are read once."""
+    users = 4
+    op = _ev(context, users=users)["ops"]["attention.indexer"]
+    assert op["flops"] == pytest.approx(users * L * 2 * H_I * D_I * (context + 0.5), rel=1e-9)
+    assert op["bytes"] == pytest.approx(users * L * (context + 1) * D_I * 1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("context", [8192, 60000])
+def test_attention_reads_the_selected_tokens_only(context: int) -> None:
+    """Past k_I cached tokens the sparse kernel reads k_I of them: its bytes are the dense
+    model's at a context of k_I (less the one new token, which both read)."""
+    sparse = _ev(context)["ops"]["attention.core"]
+    dense_at_k = _ev(K_I - 1, "model.index_topk=0")["ops"]["attention.core"]
+    assert sparse["bytes"] == pytest.approx(dense_at_k["bytes"], rel=1e-9)
+
+
+def test_short_context_attends_everything() -> None:
+    """Below k_I every token is selected: the attention kernel is the dense one."""
+    assert (
+        _ev(1000)["ops"]["attention.core"]
+        == _ev(1000, "model.index_topk=0")["ops"]["attention.core"]
+    )
+
+
+def test_cache_holds_every_token_and_its_index_key() -> None:
+    """The whole context stays cached (the indexer may select any token), plus one FP8 index
+    key of d_I per token per layer: the sparse cache is the dense one plus B·S′·L·d_I bytes."""
+    users, context, block = 4, 8192, 64
+    paged = f"engine.kv_block={block}"
+    sparse = _ev(context, paged, users=users)["kv_bytes_per_gpu"]
+    dense = _ev(context, paged, "model.index_topk=0", users=users)["kv_bytes_per_gpu"]
+    pages = context + 1 + (block - 1) / 2  # the tokens held, with a paged cache's mean waste
+    assert sparse - dense == pytest.approx(users * pages * L * D_I * 1.0, rel=1e-6)
+
+
+def test_long_context_decode_is_cheaper_than_dense() -> None:
+    """The point of the design: at 60K cached tokens the step is faster than dense MLA's."""
+    assert _ev(60000)["step_time_s"] < _ev(60000, "model.index_topk=0")["step_time_s"]
+
+
+def test_indexer_weights_are_in_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """r_q·H_I·d_I + h·d_I + h·H_I weights per layer (wq_b, wk, weights_proj)."""
+    sets = ["parallel.tp=1", "workload.concurrency=1", "workload.context=1024"]
+    with_index = build_model(GLM5, sets).evaluate()["weight_bytes_per_gpu"]
+    without = build_model(GLM5, [*sets, "model.index_topk=0"]).evaluate()["weight_bytes_per_gpu"]
+    per_layer = 2048 * H_I * D_I + 6144 * D_I + 6144 * H_I
+    assert with_index - without == pytest.approx(L * per_layer * 8.002 / 8, rel=1e-4)
+
+
+def test_an_indexer_without_heads_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["eval", GLM5, "--set", "workload.concurrency=1", "--set",
+                 "workload.context=1024", "--set", "model.index_heads=0"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "index_heads" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- the primitive tables
+
+DSA_DATA = Path(__file__).resolve().parent / "data" / "dsa"
+SCENARIO = "glm5-fp8-b200-tp8-sglang"
+
+
+def _table(kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with (DSA_DATA / f"b200-sglang-0.5.14-glm5-fp8-tp8-{kind}.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    size = "context" if kind == "generation" else "prompt"
+    batch = np.array([float(r["batch_size"]) for r in rows])
+    tokens = np.array([float(r[size]) for r in rows])
+    per_layer = np.array([float(r["latency_ms"]) for r in rows]) * 1e-3
+    return batch, tokens, per_layer
+
+
+def _attention_group(ev: dict[str, Any], shape: tuple[int, ...]) -> np.ndarray:
+    terms = ev["terms"]
+    parts = [np.broadcast_to(np.asarray(v, dtype=float), shape)
+             for k, v in terms.items() if k.startswith("attention.")]  # fmt: skip
+    return np.sum(parts, axis=0)
+
+
+def test_decode_attention_against_the_module_table() -> None:
+    """SGLang 0.5.14's DSA decode module on B200 (GLM-5 FP8, FP8 KV, 8 heads per rank: TP-8),
+    per layer, against the attention group of the model (projections, sparse kernel, indexer,
+    their floors) at the same batch and context. Batches up to 512 (1,024 is a cliff the
+    table shows, 11x the 512 point, outside CUDA graphs). RMS 18%, max 38% when written: no
+    value was fitted to it; a change that moves the laws away from it fails here."""
+    batch, ctx, per_layer = _table("generation")
+    keep = batch <= 512
+    batch, ctx, measured = batch[keep], ctx[keep], per_layer[keep] * L
+    model = build_model(SCENARIO, ['workload.kind="decode"', "workload.concurrency=1",
+                                   "workload.context=1024"])  # fmt: skip
+    ev = model.evaluate({"workload.concurrency": batch, "workload.context": ctx})
+    err = _attention_group(ev, batch.shape) / measured - 1
+    assert len(err) > 100
+    assert float(np.sqrt(np.mean(err**2))) < 0.25
+    assert float(np.max(np.abs(err))) < 0.45
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SGLang's DSA prefill module takes 1.2 ms per layer at any short prompt and "
+    "3.9 ms at 8K (300 ms over 78 layers) where the roof gives 43 ms: a per-layer host cost "
+    "of prefill outside CUDA graphs and a sparse prefill kernel far below the roof, neither "
+    "priced yet (docs/physics.md, sparse attention)",
+)
+def test_prefill_attention_against_the_module_table() -> None:
+    batch, prompt, per_layer = _table("context")
+    model = build_model(SCENARIO, ['workload.kind="prefill"', "workload.concurrency=1",
+                                   "workload.input_tokens=1024"])  # fmt: skip
+    ev = model.evaluate({"workload.concurrency": batch, "workload.input_tokens": prompt})
+    err = _attention_group(ev, batch.shape) / (per_layer * L) - 1
+    assert float(np.sqrt(np.mean(err**2))) < 0.5
