@@ -255,7 +255,6 @@ def test_output_file_is_written_whole_and_valid(
     ("folder", "key"),
     [
         ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", "mamba_num_heads"),
-        ("Qwen--Qwen3.5-397B-A17B", "text_config.linear_num_key_heads"),
         ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "hybrid_override_pattern"),
         ("deepseek-ai--DeepSeek-V4-Flash", "compress_ratios"),
         ("moonshotai--Kimi-K3", "text_config.linear_attn_config"),

@@ -256,6 +256,49 @@ def indexer_params(
     )
 
 
+# Gated DeltaNet's chunked (prefill) form works on chunks of this many tokens
+# (flash-linear-attention's chunk_gated_delta_rule, chunk_size 64).
+LINEAR_CHUNK = 64
+
+
+@law((DIMENSIONLESS, DIMENSIONLESS))
+def linear_state_params(
+    hidden: sp.Expr, key_heads: sp.Expr, value_heads: sp.Expr, key_dim: sp.Expr,
+    value_dim: sp.Expr, tp: sp.Expr,
+) -> tuple[sp.Expr, sp.Expr]:  # fmt: skip
+    """A linear-attention (state-space) layer's weights on one TP rank, as (replicated, split):
+    the input projection to queries and keys (2·H_k·d_k), values and output gate (2·H_v·d_v)
+    and two scalars per value head (decay and write strength), and the output projection
+    (H_v·d_v·h), all split by heads (Gated DeltaNet, Yang et al. 2024, as Qwen3-Next and
+    Qwen3.5 implement it: in_proj_qkvz, in_proj_ba, out_proj; Mamba-2's in_proj has the same
+    form with one scalar per head)."""
+    qk = hidden * 2 * key_heads * key_dim * shard(key_heads, tp)
+    vz = hidden * (2 * value_heads * value_dim + 2 * value_heads) * shard(value_heads, tp)
+    out = value_heads * value_dim * hidden * shard(value_heads, tp)
+    return sp.Integer(0), qk + vz + out
+
+
+@law(DIMENSIONLESS)
+def linear_state_elements(value_heads: sp.Expr, key_dim: sp.Expr, value_dim: sp.Expr,
+                          tp: sp.Expr) -> sp.Expr:  # fmt: skip
+    """A request's recurrent state per layer on one TP rank: a d_k x d_v matrix per value head,
+    whatever its context (Gated DeltaNet's S_t; Mamba-2's H x P x N state)."""
+    return value_heads * shard(value_heads, tp) * key_dim * value_dim
+
+
+@law(OPERATION)
+def linear_state_flops(value_heads: sp.Expr, key_dim: sp.Expr, value_dim: sp.Expr, tp: sp.Expr,
+                       prompt: bool) -> sp.Expr:  # fmt: skip
+    """FLOPs per token per layer on one TP rank of the recurrence: a rank-one delta update of
+    each head's d_k x d_v state and its read-out by the query, 2·d_k·d_v multiply-adds per head
+    (Gated DeltaNet eq. 10); a prompt token in the chunked form adds attention within its chunk
+    of C tokens, C·(d_k + d_v) multiply-adds per head (Yang et al. 2024 §3.3)."""
+    per_head = 2 * key_dim * value_dim
+    if prompt:
+        per_head += LINEAR_CHUNK * (key_dim + value_dim)
+    return per_head * FLOPS_PER_MAC * value_heads * shard(value_heads, tp)
+
+
 # ---------------------------------------------------------------- routing
 
 

@@ -23,6 +23,7 @@ from stepwall.plugins.moe_transformer.attention import Attention, add_attention,
 from stepwall.plugins.moe_transformer.constraints import layout_constraints
 from stepwall.plugins.moe_transformer.dense import add_dense, dense_weights, tp_allreduce
 from stepwall.plugins.moe_transformer.importer import IMPORTERS
+from stepwall.plugins.moe_transformer.linear import add_linear
 from stepwall.plugins.moe_transformer.moe import add_moe, draft_ops
 from stepwall.plugins.moe_transformer.spec import PLUGIN, MoeTransformer
 from stepwall.plugins.moe_transformer.work import Pass, prefill_passes
@@ -56,7 +57,9 @@ def stepwall_model_work(
     att = Attention.of(p)
     add_attention(p, att)
     add_dense(p)
-    parts = {"attention": p.m.n_layers * att.params * p.m.attention_bits, **dense_weights(p)}
+    parts = {"attention": att.layers * att.params * p.m.attention_bits, **dense_weights(p)}
+    if p.spec.linear_layers > 0:
+        parts["linear"] = add_linear(p)
     if p.has_moe:
         parts |= add_moe(p)
     p.collectives.append(tp_allreduce(p))

@@ -18,11 +18,13 @@ from stepwall.core.laws import (
     index_key_bytes,
     indexer_params,
     indexer_score_flops,
+    linear_state_elements,
     mla_kv_bytes,
     mla_params,
     mla_prompt_score_flops,
     mla_score_flops,
     paged_tokens,
+    shard,
 )
 from stepwall.core.symbols import min_of
 from stepwall.core.terms import Collective, Constraint, Op
@@ -62,6 +64,10 @@ class Attention:
     @classmethod
     def of(cls, p: Pass) -> Attention:
         att = cls._dense(p)
+        if p.spec.attention_gate and p.spec.attention == "gqa":  # a gate as wide as the query
+            m = p.m
+            gate = m.hidden * m.n_heads * m.head_dim * shard(m.n_heads, p.layout.tp)
+            att = attrs.evolve(att, split=att.split + gate)
         if p.spec.index_topk == 0:
             return att
         m = p.m
@@ -94,16 +100,24 @@ class Attention:
 
     @property
     def params(self) -> sp.Expr:
-        """Projection weights per GPU per layer."""
+        """Projection weights per GPU per attention layer."""
         return self.rep + self.split
+
+    @property
+    def layers(self) -> sp.Expr:
+        """Layers with attention: all but the linear-attention (state-space) ones."""
+        return self.m.n_layers - self.m.linear_layers
+
+    @property
+    def full_layers(self) -> sp.Expr:
+        """Attention layers over the whole context: all but the sliding-window ones."""
+        return self.layers - self.m.sliding_layers
 
     def held(self, ctx: sp.Expr) -> sp.Expr:
         """Layer-tokens of KV cache one user keeps over all layers: L − L_w full layers, L_w
         at a window of at most W tokens."""
         m = self.m
-        return (m.n_layers - m.sliding_layers) * ctx + m.sliding_layers * min_of(
-            ctx, m.sliding_window
-        )
+        return self.full_layers * ctx + m.sliding_layers * min_of(ctx, m.sliding_window)
 
     def attended(self, ctx: sp.Expr) -> sp.Expr:
         """Layer-tokens of KV one query attends to: as `held`, but a sparse model's full
@@ -111,7 +125,7 @@ class Attention:
         if not self.sparse:
             return self.held(ctx)
         m = self.m
-        return (m.n_layers - m.sliding_layers) * min_of(ctx, m.index_topk) + (
+        return self.full_layers * min_of(ctx, m.index_topk) + (
             m.sliding_layers * min_of(ctx, m.sliding_window)
         )
 
@@ -121,33 +135,38 @@ class Attention:
         m = self.m
         if not self.sparse:
             return sp.Integer(0) * m.index_bits
-        return (m.n_layers - m.sliding_layers) * index_key_bytes(m.index_head_dim, m.index_bits)
+        return self.full_layers * index_key_bytes(m.index_head_dim, m.index_bits)
 
-    def cache_bytes(self, tokens: sp.Expr) -> sp.Expr:
-        """KV (and index-key) cache bytes of one user's ``tokens``."""
-        return self.held(tokens) * self.kv_token + tokens * self.index_token
+    def cache_bytes(self, tokens: sp.Expr, tp: sp.Expr) -> sp.Expr:
+        """Per-request cache bytes on one TP rank for ``tokens``: the KV (and index-key) cache,
+        and the linear-attention layers' recurrent state, constant in the context."""
+        m = self.m
+        state = linear_state_elements(m.linear_value_heads, m.linear_key_dim, m.linear_value_dim,
+                                      tp)  # fmt: skip
+        return (self.held(tokens) * self.kv_token + tokens * self.index_token
+                + m.linear_layers * state * m.state_bits)  # fmt: skip
 
     def resident_kv(self, p: Pass) -> sp.Expr:
         """KV-cache bytes per GPU: the busiest rank's users, each with its whole context in
         whole blocks of the engine's paged cache."""
         step = p.step
         held = paged_tokens(step.context + step.tokens_per_user, p.engine.kv_block)
-        return step.users_per_rank * self.cache_bytes(held)
+        return step.users_per_rank * self.cache_bytes(held, p.layout.tp)
 
 
 def add_attention(p: Pass, att: Attention) -> None:
     """The projections, then the attention kernel over the KV cache: each user's tokens attend
     to its cached context plus, on average, half of its own new tokens."""
     m, spec, step = p.m, p.spec, p.step
-    p.gemm("attention.projections", m.n_layers * att.params, m.attention_bits, step.tokens_rank,
+    p.gemm("attention.projections", att.layers * att.params, m.attention_bits, step.tokens_rank,
            "attention", "attention projections (weights read once per step)",
-           ATTENTION_GEMMS[spec.attention] * m.n_layers, spec.attention_math)  # fmt: skip
+           ATTENTION_GEMMS[spec.attention] * att.layers, spec.attention_math)  # fmt: skip
     attended, kv_token = att.attended, att.kv_token
     decode_ctx = step.context + step.tokens_per_user / 2
     prompt_ctx = step.tokens_per_user / 2 if p.prefill else step.prefill_context
     users_rank = step.users_per_rank
     kv_read = users_rank * attended(step.context + step.tokens_per_user) * kv_token
-    kv_read += step.prefill_tokens_rank * m.n_layers * kv_token  # new prompt KV written
+    kv_read += step.prefill_tokens_rank * att.layers * kv_token  # new prompt KV written
     # prompt tokens attend in expanded (multi-head) form, decode tokens in absorbed form
     score = att.prompt_score(1) if p.prefill else att.score(1)
     flops = users_rank * step.tokens_per_user * score * attended(decode_ctx)
@@ -158,10 +177,10 @@ def add_attention(p: Pass, att: Attention) -> None:
     per_query = (
         users_rank * step.tokens_per_user * attended(decode_ctx)
         + step.prefill_tokens_rank * attended(prompt_ctx)
-    ) / (queries * m.n_layers)
+    ) / (queries * att.layers)
     p.ops.append(Op("attention.core", kv_read, flops, PLUGIN,
                     "attention over the KV cache: context S and each user's new tokens",
-                    "attention", p.batches * m.n_layers, p.lane, "attention",
+                    "attention", p.batches * att.layers, p.lane, "attention",
                     spec.attention_core_math, per_query, one_user))  # fmt: skip
     if att.sparse:
         p.ops.append(_indexer(p, att, decode_ctx, prompt_ctx))
@@ -173,7 +192,7 @@ def _indexer(p: Pass, att: Attention, decode_ctx: sp.Expr, prompt_ctx: sp.Expr) 
     selects the k_I tokens the attention kernel reads (one scoring and one top-k kernel per
     full layer)."""
     m, step = p.m, p.step
-    layers = m.n_layers - m.sliding_layers
+    layers = att.full_layers
     users_rank, new = step.users_per_rank, step.users_per_rank * step.tokens_per_user
     key_bytes = index_key_bytes(m.index_head_dim, m.index_bits)
     read = users_rank * layers * (step.context + step.tokens_per_user) * key_bytes
@@ -191,7 +210,7 @@ def _indexer(p: Pass, att: Attention, decode_ctx: sp.Expr, prompt_ctx: sp.Expr) 
 def kv_transfer(p: Pass, att: Attention) -> Collective:
     """The prompt's KV cache, sent to a decode pool (disaggregated serving)."""
     return Collective("comm.kv_transfer", "send", sp.Integer(2),
-                      att.cache_bytes(p.step.kv_transfer), sp.Integer(1), PLUGIN,
+                      att.cache_bytes(p.step.kv_transfer, p.layout.tp), sp.Integer(1), PLUGIN,
                       "the prompt's KV cache to the decode pool")  # fmt: skip
 
 

@@ -39,10 +39,10 @@ def _architecture(m: Any, spec: Any) -> list[Constraint]:
         _at_most("dense_layers_within_layers", m.n_dense_layers, m.n_layers,
                  ("model.n_dense_layers", "model.n_layers"),
                  "dense layers are a subset of the layers"),
-        # `attended`: L − L_w full layers, L_w at a window of W ≥ 1 tokens
-        _at_most("sliding_layers_within_layers", m.sliding_layers, m.n_layers,
-                 ("model.sliding_layers", "model.n_layers"),
-                 "sliding-window layers are a subset of the layers"),
+        # `attended`: L − L_s − L_w full layers, L_w at a window of W ≥ 1 tokens, L_s linear
+        _at_most("sliding_layers_within_layers", m.sliding_layers + m.linear_layers,
+                 m.n_layers, ("model.sliding_layers", "model.linear_layers", "model.n_layers"),
+                 "sliding-window and linear-attention layers are apart, and among the layers"),
         # (parameters are positive symbols, so "L_w = 0 or W ≥ 1" is written W ≥ Min(L_w, 1))
         Constraint("sliding_window_positive",
                    m.sliding_window >= sp.Min(m.sliding_layers, 1),
@@ -54,6 +54,14 @@ def _architecture(m: Any, spec: Any) -> list[Constraint]:
                  ("model.experts_per_token", "model.n_experts"),
                  "a token picks its top-k among the routed experts"),
     ]  # fmt: skip
+    if spec.linear_layers > 0:  # `linear_state_params`, `linear_state_elements`: each ≥ 1
+        out += [
+            _at_most(f"linear_{name}_positive", 1, getattr(m, f"linear_{name}"),
+                     (f"model.linear_{name}", "model.linear_layers"),
+                     "a linear-attention layer has at least one head of at least one "
+                     "dimension")
+            for name in ("key_heads", "value_heads", "key_dim", "value_dim")
+        ]  # fmt: skip
     if has_moe:
         out.append(_at_most("top_k_at_least_one", 1, m.experts_per_token,
                             ("model.experts_per_token",),

@@ -24,7 +24,6 @@ KIND = "moe-transformer"
 NOT_YET = {
     "compress_ratios": "compressed attention with per-layer ratios (DeepSeek-V4)",
     "linear_attn_config": "linear attention layers beside full attention (Kimi Delta Attention)",
-    "linear_num_key_heads": "Gated DeltaNet linear-attention layers",
     "hybrid_override_pattern": "Mamba-2 state-space layers interleaved with attention",
     "mamba_num_heads": "Mamba-2 state-space layers",
     "attention_chunk_size": "chunked local attention",
@@ -361,6 +360,118 @@ def _sparse_attention(d: Draft) -> None:
     d.put("index_math", "fp8", "the indexer's scores in FP8 (DeepSeek-V3.2-Exp report §2.1)")
 
 
+def _qwen35(d: Draft) -> None:
+    """Qwen3.5 / Qwen3-Next: Gated DeltaNet linear attention on the layers ``layer_types``
+    marks ``linear_attention``, gated GQA on the others, and (MoE releases) routed experts
+    with a shared expert of ``shared_expert_intermediate_size``."""
+    cfg = d.cfg
+    n = d.take("n_layers", "num_hidden_layers")
+    types = cfg.value("layer_types") or []
+    linear = [i for i, t in enumerate(types) if t == "linear_attention"]
+    if len(types) != n or any(t not in ("linear_attention", "full_attention") for t in types):
+        raise SpecError(
+            cfg.file,
+            cfg.key("layer_types"),
+            f"is {types[:4]!r}…",
+            f"{n} entries, each linear_attention or full_attention",
+        )
+    hidden = d.take("hidden", "hidden_size")
+    if cfg.value("mlp_only_layers"):
+        raise SpecError(
+            cfg.file,
+            cfg.key("mlp_only_layers"),
+            "names dense layers among MoE ones, not read for this family yet",
+            "[] (every layer MoE)",
+        )
+    moe = cfg.has("num_experts")
+    dense_layers = [] if moe else list(range(n))
+    d.put(
+        "n_dense_layers",
+        len(dense_layers),
+        f"{cfg.architecture}: "
+        + ("every layer is MoE (mlp_only_layers empty)" if moe else "a dense MLP in every layer"),
+    )
+    shape = Shape(n, dense_layers)
+    if moe:
+        _qwen35_experts(d, hidden, shape)
+    else:
+        width = d.take("dense_intermediate", "intermediate_size")
+        for f in ("n_experts", "experts_per_token", "n_shared_experts"):
+            d.put(f, 0, "dense model: no experts")
+        shape.dense = _modules(_ffn("mlp", hidden, width, GATE_UP_DOWN), range(n))
+    attention_layers = [i for i in range(n) if i not in set(linear)]
+    shape.n_layers = n
+    _gqa(d, hidden, shape)
+    shape.attention = [
+        mod for mod in shape.attention if int(mod.names[0].split(".")[2]) in set(attention_layers)
+    ]
+    if cfg.value("attn_output_gate") is True:
+        d.put(
+            "attention_gate",
+            1,
+            f"config.json {cfg.key('attn_output_gate')} true: q_proj "
+            "also projects a gate as wide as the query",
+        )
+    _linear_layers(d, hidden, linear, shape)
+    _finish(d, hidden, shape)
+
+
+def _qwen35_experts(d: Draft, hidden: int, shape: Shape) -> None:
+    """Qwen3.5-MoE's routed experts and its shared expert (a whole number of expert widths)."""
+    cfg = d.cfg
+    e_width = cfg.count("moe_intermediate_size")
+    d.put("dense_intermediate", e_width, "no dense layers: the expert width, which enters no cost")
+    d.take("n_experts", "num_experts")
+    d.take("experts_per_token", "num_experts_per_tok")
+    shared_width = cfg.count("shared_expert_intermediate_size", 0, minimum=0)
+    if shared_width % e_width:
+        raise SpecError(cfg.file, cfg.key("shared_expert_intermediate_size"),
+                        f"{shared_width} is not a multiple of moe_intermediate_size {e_width}",
+                        "a whole number of expert widths")  # fmt: skip
+    shared = shared_width // e_width
+    d.put("n_shared_experts", shared, f"config.json {cfg.key('shared_expert_intermediate_size')} "
+          f"{shared_width} = {shared} x moe_intermediate_size")  # fmt: skip
+    d.put("expert_intermediate", e_width, f"config.json {cfg.key('moe_intermediate_size')} "
+          f"{e_width}")  # fmt: skip
+    shape.experts = _modules(_ffn("mlp.experts.0", hidden, e_width, GATE_UP_DOWN),
+                             shape.moe_layers, expert=True)  # fmt: skip
+    if shared:
+        shape.shared = _modules(_ffn("mlp.shared_expert", hidden, shared_width, GATE_UP_DOWN),
+                                shape.moe_layers)  # fmt: skip
+
+
+def _linear_layers(d: Draft, hidden: int, linear: list[int], shape: Shape) -> None:
+    cfg = d.cfg
+    d.put(
+        "linear_layers",
+        len(linear),
+        f"config.json {cfg.key('layer_types')}: {len(linear)} linear_attention of {shape.n_layers}",
+    )
+    hk = d.take("linear_key_heads", "linear_num_key_heads")
+    hv = d.take("linear_value_heads", "linear_num_value_heads")
+    dk = d.take("linear_key_dim", "linear_key_head_dim")
+    dv = d.take("linear_value_dim", "linear_value_head_dim")
+    dtype = cfg.value("mamba_ssm_dtype", "float32")
+    bits = {"float32": 32.0, "bfloat16": 16.0, "float16": 16.0}.get(dtype)
+    if bits is None:
+        raise SpecError(
+            cfg.file, cfg.key("mamba_ssm_dtype"), f"is {dtype!r}", "float32, bfloat16 or float16"
+        )
+    d.put(
+        "state_bits",
+        bits_text(bits),
+        f"config.json {cfg.key('mamba_ssm_dtype')} {dtype}: the recurrent state's element",
+    )
+    shape.attention += _modules(
+        {
+            "linear_attn.in_proj_qkvz": hidden * (2 * hk * dk + 2 * hv * dv),
+            "linear_attn.in_proj_ba": hidden * 2 * hv,
+            "linear_attn.out_proj": hv * dv * hidden,
+        },
+        linear,
+    )
+
+
 def _finish(d: Draft, hidden: int, shape: Shape, vocab_done: bool = False) -> None:
     """The vocabulary and every component's precision and math."""
     cfg = d.cfg
@@ -448,6 +559,9 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "KimiK25ForConditionalGeneration": _deepseek,
     "DeepseekV32ForCausalLM": _deepseek,
     "GlmMoeDsaForCausalLM": _deepseek,
+    "Qwen3_5ForConditionalGeneration": _qwen35,
+    "Qwen3_5MoeForConditionalGeneration": _qwen35,
+    "Qwen3NextForCausalLM": _qwen35,
 }
 
 
@@ -457,8 +571,6 @@ NOT_YET_ARCHITECTURES = (
     "KimiLinearForCausalLM",
     "KimiK3ForConditionalGeneration",
     "NemotronHForCausalLM",
-    "Qwen3_5ForConditionalGeneration",
-    "Qwen3_5MoeForConditionalGeneration",
     "MiniMaxM3ForCausalLM",
     "MiniMaxM3SparseForCausalLM",
     "Llama4ForConditionalGeneration",

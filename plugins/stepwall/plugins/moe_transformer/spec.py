@@ -75,6 +75,28 @@ class MoeTransformer:
     attention_core_math: str = choice(
         ("bf16", "fp8"), "math of the attention kernel (fp8 with an FP8 KV cache)", default="bf16"
     )
+    linear_layers: int = _zero_ok(
+        "layers whose token mixer is linear attention or a state-space layer, not attention "
+        "(Qwen3.5: 3 of 4)",
+        "L_{s}",
+    )
+    linear_key_heads: int = _zero_ok("linear-attention key heads (linear_num_key_heads)", "H_{k}")
+    linear_value_heads: int = _zero_ok(
+        "linear-attention value heads, each with its own state (linear_num_value_heads)", "H_{v}"
+    )
+    linear_key_dim: int = _zero_ok("linear-attention key head dimension", "d_{k}")
+    linear_value_dim: int = _zero_ok("linear-attention value head dimension", "d_{v}")
+    state_bits: float = quantity(
+        "information",
+        "bits per recurrent-state element (FP32 in Qwen3.5: mamba_ssm_dtype)",
+        latex="b_{s}",
+        default=4.0,
+    )
+    attention_gate: int = _zero_ok(
+        "1: attention layers gate their output with a second query-sized projection "
+        "(attn_output_gate)",
+        "g_{a}",
+    )
     index_topk: int = _zero_ok(
         "tokens DeepSeek Sparse Attention's indexer selects per query (0: dense attention)",
         "k_{I}",

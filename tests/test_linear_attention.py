@@ -1,0 +1,81 @@
+"""Linear-attention (state-space) layers (issue 23, item 2): Gated DeltaNet as Qwen3.5 runs it
+in 45 of its 60 layers. Each law on its own terms: the state a request holds is a d_k x d_v
+matrix per value head, constant in the context; a decode token reads and writes it once and
+spends 2·d_k·d_v multiply-adds per head on it; the layer's weights are its projections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stepwall.cli import main
+from stepwall.model.compose import build_model
+
+QWEN = "model=qwen3.5-397b-a17b,hardware=b200,cluster=hgx-b200-ib,engine=sglang"
+L, L_S, H_K, H_V, D_K, D_V, H = 60, 45, 16, 64, 128, 128, 4096  # the config's
+STATE = 4.0  # bytes per state element (mamba_ssm_dtype float32)
+
+
+def _ev(users: int, context: int, *sets: str, tp: int = 8) -> dict[str, Any]:
+    base = ['workload.kind="decode"', f"workload.concurrency={users}",
+            f"workload.context={context}", f"parallel.tp={tp}"]  # fmt: skip
+    return build_model(QWEN, [*base, *sets]).evaluate()
+
+
+def test_state_is_constant_in_the_context() -> None:
+    """Going from 2K to 32K cached tokens grows the cache by the 15 attention layers' KV
+    only: 2·H_kv·d_h bytes per token per layer (GQA, 2 KV heads of 256, BF16; a KV head
+    is whole on each of 8 ranks when there are fewer KV heads than ranks)."""
+    users = 4
+    grown = _ev(users, 32768)["kv_bytes_per_gpu"] - _ev(users, 2048)["kv_bytes_per_gpu"]
+    kv_heads_per_rank = 1  # ⌈2/8⌉
+    assert grown == pytest.approx(users * (L - L_S) * 30720 * 2 * kv_heads_per_rank * 256 * 2)
+
+
+def test_resident_state_per_request() -> None:
+    """With no attention layer left (every layer linear) the cache is the state alone:
+    L_s · H_v/tp · d_k · d_v elements of 4 bytes per request."""
+    users, tp = 4, 8
+    ev = _ev(users, 8192, f"model.linear_layers={L}", tp=tp)
+    assert ev["kv_bytes_per_gpu"] == pytest.approx(users * L * (H_V / tp) * D_K * D_V * STATE)
+
+
+def test_decode_reads_and_writes_the_state_once() -> None:
+    users, tp = 16, 8
+    op = _ev(users, 8192, tp=tp)["ops"]["linear.state"]
+    state = (H_V / tp) * D_K * D_V * STATE
+    assert op["bytes"] == pytest.approx(2 * users * L_S * state)
+    assert op["flops"] == pytest.approx(users * L_S * 2 * 2 * D_K * D_V * (H_V / tp))
+
+
+def test_state_work_does_not_grow_with_the_context() -> None:
+    short, long = _ev(8, 1024)["ops"]["linear.state"], _ev(8, 65536)["ops"]["linear.state"]
+    assert short == long
+
+
+def test_linear_layer_weights() -> None:
+    """in_proj to q, k (2·H_k·d_k), v, z (2·H_v·d_v) and the two scalars per value head, and
+    out_proj (H_v·d_v·h), at one byte per weight on one GPU."""
+    bits = [f"model.{b}=8 bit" for b in ("attention_bits", "expert_bits", "shared_expert_bits",
+                                           "dense_bits", "embedding_bits")]  # fmt: skip
+    with_linear = _ev(1, 1024, *bits, tp=1)["weight_bytes_per_gpu"]
+    per_layer = H * (2 * H_K * D_K + 2 * H_V * D_V + 2 * H_V) + H_V * D_V * H
+    attention = 2 * H * 32 * 256 + 2 * H * 2 * 256 + H * 32 * 256  # q, o; k, v; the gate
+    none = _ev(1, 1024, *bits, "model.linear_layers=0", tp=1)["weight_bytes_per_gpu"]
+    assert with_linear - none == pytest.approx(L_S * (per_layer - attention))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("model.linear_layers", "61"), ("model.linear_value_heads", "0")],
+)
+def test_impossible_linear_layers_are_refused(
+    key: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["eval", QWEN, "--set", 'workload.kind="decode"', "--set",
+                 "workload.concurrency=1", "--set", "workload.context=1024", "--set",
+                 f"{key}={value}"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert key.split(".")[1] in err and "Traceback" not in err
