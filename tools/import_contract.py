@@ -30,7 +30,7 @@ LAYERS = ("core", "spec", "plugin", "numeric", "model", "analyses", "io", "apps"
 PLUGINS_SEE = ("core", "spec", "plugin", "numeric", "model", "analyses")
 # heavy optional libraries a function may import when it needs them (not on every start-up)
 LAZY = ("matplotlib", "mpl_toolkits", "cycler", "scipy", "pyarrow", "distributed", "dask",
-        "playwright")  # fmt: skip
+        "playwright", "torch")  # fmt: skip
 # numpy, only in the modules a cached `stepwall eval` runs, which prints one point in plain
 # Python (`stepwall.cli.cached_eval`): importing numpy would be most of its start-up
 LAZY_ONLY_IN = {"numpy": ("stepwall.numeric.compiled", "stepwall.io.formats")}

@@ -78,6 +78,11 @@ COMMANDS: dict[str, Builtin] = {
         "stepwall check specs/scenarios/k26-b300-tp8-ddtree.toml",
         "check",
     ),
+    "collect": Builtin(
+        "microbenchmark this GPU's primitives into the tables stepwall calibrate fits",
+        "stepwall collect -o bench/ --prefix my-h200",
+        "collect",
+    ),
     "import-model": Builtin(
         "write a model spec from a Hugging Face config.json, each value with its config key",
         "stepwall import-model ./config.json -o my-model.toml",
