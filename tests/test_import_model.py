@@ -272,6 +272,17 @@ def test_inexpressible_architectures_are_refused_at_their_key(
     assert not out.exists()
 
 
+# a Llama config with every key the importer needs, small
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "vocab_size": 100,
+}
+
+
 @pytest.mark.parametrize(
     ("doc", "key"),
     [
@@ -280,29 +291,10 @@ def test_inexpressible_architectures_are_refused_at_their_key(
         ({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096}, "num_hidden_layers"),
         ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": -2}, "num_hidden_layers"),
         (
-            {
-                "architectures": ["LlamaForCausalLM"],
-                "num_hidden_layers": 2,
-                "hidden_size": 64,
-                "intermediate_size": 128,
-                "num_attention_heads": 4,
-                "vocab_size": 100,
-                "quantization_config": {"quant_method": "bitsandbytes"},
-            },
+            {**TINY_LLAMA, "quantization_config": {"quant_method": "bitsandbytes"}},
             "quantization_config.quant_method",
         ),
-        (
-            {
-                "architectures": ["LlamaForCausalLM"],
-                "num_hidden_layers": 2,
-                "hidden_size": 64,
-                "intermediate_size": 128,
-                "num_attention_heads": 4,
-                "vocab_size": 100,
-                "torch_dtype": "int3",
-            },
-            "torch_dtype",
-        ),
+        ({**TINY_LLAMA, "torch_dtype": "int3"}, "torch_dtype"),
     ],
 )
 def test_bad_configs_are_one_line_errors(

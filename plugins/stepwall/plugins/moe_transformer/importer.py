@@ -279,15 +279,7 @@ def _minimax_m2(d: Draft) -> None:
             f"has linear (lightning) attention layers, not expressible in {KIND} yet",
             "full attention (1) on every layer",
         )
-    _moe_model(
-        d,
-        experts="num_local_experts",
-        top_k="num_experts_per_tok",
-        width="intermediate_size",
-        names=W1_W3_W2,
-        prefix="block_sparse_moe.experts.0",
-        dense=_no_dense,
-    )
+    _mixtral(d)  # Mixtral's layout: block_sparse_moe.experts.N.w1/w2/w3
 
 
 def _gpt_oss(d: Draft) -> None:

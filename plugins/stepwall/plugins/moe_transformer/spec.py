@@ -23,8 +23,9 @@ def _zero_ok(doc: str, latex: str) -> Any:
     )
 
 
-def _bits(doc: str, latex: str) -> Any:
-    return quantity("information", doc, latex=latex)
+def _bits(doc: str, latex: str, default: Any = attrs.NOTHING) -> Any:
+    """Bits per element; a ``default`` is in bytes (SI), 1.0 = 8 bit."""
+    return quantity("information", doc, latex=latex, default=default)
 
 
 def _math(doc: str) -> Any:
@@ -86,11 +87,8 @@ class MoeTransformer:
     )
     linear_key_dim: int = _zero_ok("linear-attention key head dimension", "d_{k}")
     linear_value_dim: int = _zero_ok("linear-attention value head dimension", "d_{v}")
-    state_bits: float = quantity(
-        "information",
-        "bits per recurrent-state element (FP32 in Qwen3.5: mamba_ssm_dtype)",
-        latex="b_{s}",
-        default=4.0,
+    state_bits: float = _bits(
+        "bits per recurrent-state element (FP32 in Qwen3.5: mamba_ssm_dtype)", "b_{s}", 4.0
     )
     attention_gate: int = _zero_ok(
         "1: attention layers gate their output with a second query-sized projection "
@@ -103,11 +101,8 @@ class MoeTransformer:
     )
     index_heads: int = _zero_ok("lightning-indexer heads (index_n_heads)", "H_{I}")
     index_head_dim: int = _zero_ok("lightning-indexer head dimension (index_head_dim)", "d_{I}")
-    index_bits: float = quantity(
-        "information",
-        "bits per cached index-key element (FP8 in DeepSeek-V3.2)",
-        latex="b_{I}",
-        default=1.0,
+    index_bits: float = _bits(
+        "bits per cached index-key element (FP8 in DeepSeek-V3.2)", "b_{I}", 1.0
     )
     index_math: str = choice(("bf16", "fp8"), "math of the indexer's scores", default="fp8")
     n_group: int = _count(
