@@ -40,9 +40,9 @@ def _architecture(m: Any, spec: Any) -> list[Constraint]:
                  ("model.n_dense_layers", "model.n_layers"),
                  "dense layers are a subset of the layers"),
         # `attended`: L − L_s − L_w full layers, L_w at a window of W ≥ 1 tokens, L_s linear
-        _at_most("sliding_layers_within_layers", m.sliding_layers + m.linear_layers,
-                 m.n_layers, ("model.sliding_layers", "model.linear_layers", "model.n_layers"),
-                 "sliding-window and linear-attention layers are apart, and among the layers"),
+        _at_most("sliding_layers_within_layers", m.sliding_layers, m.n_layers,
+                 ("model.sliding_layers", "model.n_layers"),
+                 "sliding-window layers are a subset of the layers"),
         # (parameters are positive symbols, so "L_w = 0 or W ≥ 1" is written W ≥ Min(L_w, 1))
         Constraint("sliding_window_positive",
                    m.sliding_window >= sp.Min(m.sliding_layers, 1),
@@ -55,6 +55,11 @@ def _architecture(m: Any, spec: Any) -> list[Constraint]:
                  "a token picks its top-k among the routed experts"),
     ]  # fmt: skip
     if spec.linear_layers > 0:  # `linear_state_params`, `linear_state_elements`: each ≥ 1
+        out.append(_at_most("linear_layers_within_layers", m.linear_layers + m.sliding_layers,
+                            m.n_layers, ("model.linear_layers", "model.sliding_layers",
+                                         "model.n_layers"),
+                            "linear-attention layers are layers without attention, apart from "
+                            "the sliding-window ones"))  # fmt: skip
         out += [
             _at_most(f"linear_{name}_positive", 1, getattr(m, f"linear_{name}"),
                      (f"model.linear_{name}", "model.linear_layers"),
