@@ -428,7 +428,7 @@ def config_identity(ref: str, where: str = "", key: str = "") -> dict[str, tuple
     quant = path.parent / QUANT_FILE
     if quant.is_file():
         digest.update(quant.read_bytes())
-    return {"config": (digest.hexdigest(), str(path)), "kind": ("", str(path))}
+    return {"config": (digest.hexdigest(), str(path))}
 
 
 def imported_flat(

@@ -255,7 +255,7 @@ def expand_references(flat: Flat, stack: tuple[Path, ...],
             continue
         if isinstance(value, str) and value.startswith(PREFIX):
             entry = _foreign(value, folder, importers, origin, key)
-            files[section] = str(entry["kind"][1])
+            files[section] = next(iter(entry.values()))[1]  # every key's file: the config
         else:
             found = find_spec_file(value, folder, where=origin, key=key,
                                    base=Path(origin).parent)  # fmt: skip

@@ -14,6 +14,9 @@ modules (under 0.1% of the weights, or not run by the engines priced).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
+
+import attrs
 
 from stepwall.core.errors import SpecError
 from stepwall.spec.hf import Entry, HFConfig, Module, bits_text
@@ -100,11 +103,11 @@ class Shape:
         self.n_layers = n_layers
         self.dense_layers = dense_layers
         self.moe_layers = [i for i in range(n_layers) if i not in set(dense_layers)]
+        self.attention_layers = list(range(n_layers))  # all but linear-attention ones
         self.attention: list[Module] = []
         self.dense: list[Module] = []
         self.experts: list[Module] = []
         self.shared: list[Module] = []
-        self.head: list[Module] = []
 
 
 def _gqa(d: Draft, hidden: int, shape: Shape) -> None:
@@ -125,7 +128,7 @@ def _gqa(d: Draft, hidden: int, shape: Shape) -> None:
             "self_attn.v_proj": hidden * k,
             "self_attn.o_proj": q * hidden,
         },
-        range(shape.n_layers),
+        shape.attention_layers,
     )
 
 
@@ -209,20 +212,25 @@ def _window(d: Draft, n_layers: int, which: str) -> None:
     )
 
 
-def _moe_model(
-    d: Draft,
-    *,
-    experts: str,
-    top_k: str,
-    width: str,
-    names: tuple[str, str, str],
-    prefix: str,
-    dense: Callable[[HFConfig, int], list[int]],
-) -> None:
+@attrs.frozen
+class MoeLayout:
+    """Where a GQA + routed-experts family keeps its counts (config keys) and its experts'
+    Linears (module names), and which of its layers are dense."""
+
+    experts: str
+    top_k: str
+    width: str
+    names: tuple[str, str, str]
+    prefix: str
+    dense: Callable[[HFConfig, int], list[int]]
+
+
+def _moe_model(d: Draft, layout: MoeLayout) -> None:
     """Mixtral, Qwen3-MoE, MiniMax-M2, gpt-oss: GQA and routed experts, no shared expert."""
     cfg = d.cfg
+    experts, top_k, width = layout.experts, layout.top_k, layout.width
     n = d.take("n_layers", "num_hidden_layers")
-    dense_layers = dense(cfg, n)
+    dense_layers = layout.dense(cfg, n)
     d.put(
         "n_dense_layers",
         len(dense_layers),
@@ -247,7 +255,9 @@ def _moe_model(
     _gqa(d, hidden, shape)
     _window(d, n, "layer_types" if cfg.has("layer_types") else "all")
     shape.dense = _modules(_ffn("mlp", hidden, dense_width, GATE_UP_DOWN), dense_layers)
-    shape.experts = _modules(_ffn(prefix, hidden, e_width, names), shape.moe_layers, expert=True)
+    shape.experts = _modules(
+        _ffn(layout.prefix, hidden, e_width, layout.names), shape.moe_layers, expert=True
+    )
     _finish(d, hidden, shape)
 
 
@@ -279,20 +289,7 @@ def _minimax_m2(d: Draft) -> None:
             f"has linear (lightning) attention layers, not expressible in {KIND} yet",
             "full attention (1) on every layer",
         )
-    _mixtral(d)  # Mixtral's layout: block_sparse_moe.experts.N.w1/w2/w3
-
-
-def _gpt_oss(d: Draft) -> None:
-    # the experts' gate and up projections are one fused tensor (mlp.experts.gate_up_proj)
-    _moe_model(
-        d,
-        experts="num_local_experts",
-        top_k="num_experts_per_tok",
-        width="intermediate_size",
-        names=("gate_up_proj", "gate_up_proj", "down_proj"),
-        prefix="mlp.experts",
-        dense=_no_dense,
-    )
+    _moe_model(d, MIXTRAL)  # Mixtral's layout: block_sparse_moe.experts.N.w1/w2/w3
 
 
 def _deepseek(d: Draft) -> None:
@@ -391,12 +388,8 @@ def _qwen35(d: Draft) -> None:
         for f in ("n_experts", "experts_per_token", "n_shared_experts"):
             d.put(f, 0, "dense model: no experts")
         shape.dense = _modules(_ffn("mlp", hidden, width, GATE_UP_DOWN), range(n))
-    attention_layers = [i for i in range(n) if i not in set(linear)]
-    shape.n_layers = n
+    shape.attention_layers = [i for i in range(n) if i not in set(linear)]
     _gqa(d, hidden, shape)
-    shape.attention = [
-        mod for mod in shape.attention if int(mod.names[0].split(".")[2]) in set(attention_layers)
-    ]
     if cfg.value("attn_output_gate") is True:
         d.put(
             "attention_gate",
@@ -514,28 +507,14 @@ def _finish(d: Draft, hidden: int, shape: Shape, vocab_done: bool = False) -> No
     )
 
 
-def _qwen3_moe(d: Draft) -> None:
-    _moe_model(
-        d,
-        experts="num_experts",
-        top_k="num_experts_per_tok",
-        width="moe_intermediate_size",
-        names=GATE_UP_DOWN,
-        prefix="mlp.experts.0",
-        dense=_qwen_dense,
-    )
-
-
-def _mixtral(d: Draft) -> None:
-    _moe_model(
-        d,
-        experts="num_local_experts",
-        top_k="num_experts_per_tok",
-        width="intermediate_size",
-        names=W1_W3_W2,
-        prefix="block_sparse_moe.experts.0",
-        dense=_no_dense,
-    )
+MIXTRAL = MoeLayout("num_local_experts", "num_experts_per_tok", "intermediate_size",
+                    W1_W3_W2, "block_sparse_moe.experts.0", _no_dense)  # fmt: skip
+QWEN3_MOE = MoeLayout("num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                      GATE_UP_DOWN, "mlp.experts.0", _qwen_dense)  # fmt: skip
+# gpt-oss: the experts' gate and up projections are one fused tensor (mlp.experts.gate_up_proj)
+GPT_OSS = MoeLayout("num_local_experts", "num_experts_per_tok", "intermediate_size",
+                    ("gate_up_proj", "gate_up_proj", "down_proj"), "mlp.experts",
+                    _no_dense)  # fmt: skip
 
 
 FAMILIES: dict[str, Callable[[Draft], None]] = {
@@ -543,10 +522,10 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "MistralForCausalLM": _dense_model,
     "Qwen2ForCausalLM": _dense_model,
     "Qwen3ForCausalLM": _dense_model,
-    "MixtralForCausalLM": _mixtral,
-    "Qwen3MoeForCausalLM": _qwen3_moe,
+    "MixtralForCausalLM": partial(_moe_model, layout=MIXTRAL),
+    "Qwen3MoeForCausalLM": partial(_moe_model, layout=QWEN3_MOE),
     "MiniMaxM2ForCausalLM": _minimax_m2,
-    "GptOssForCausalLM": _gpt_oss,
+    "GptOssForCausalLM": partial(_moe_model, layout=GPT_OSS),
     "DeepseekV3ForCausalLM": _deepseek,
     "KimiK25ForConditionalGeneration": _deepseek,
     "DeepseekV32ForCausalLM": _deepseek,
