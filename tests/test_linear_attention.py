@@ -68,7 +68,11 @@ def test_linear_layer_weights() -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("model.linear_layers", "61"), ("model.linear_value_heads", "0")],
+    [
+        ("model.linear_layers", "61"),
+        ("model.linear_value_heads", "0"),
+        ("model.attention_gate", "2"),
+    ],
 )
 def test_impossible_linear_layers_are_refused(
     key: str, value: str, capsys: pytest.CaptureFixture[str]

@@ -90,10 +90,16 @@ class MoeTransformer:
     state_bits: float = _bits(
         "bits per recurrent-state element (FP32 in Qwen3.5: mamba_ssm_dtype)", "b_{s}", 4.0
     )
-    attention_gate: int = _zero_ok(
+    attention_gate: int = quantity(
+        "dimensionless",
         "1: attention layers gate their output with a second query-sized projection "
-        "(attn_output_gate)",
-        "g_{a}",
+        "(attn_output_gate); 0: no gate",
+        latex="g_{a}",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        maximum=1,
+        default=0,
     )
     index_topk: int = _zero_ok(
         "tokens DeepSeek Sparse Attention's indexer selects per query (0: dense attention)",
