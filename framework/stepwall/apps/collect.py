@@ -58,7 +58,7 @@ QUICK = {
     "moe_shape": (256, 128, 16, 2, 2),
     "mla": ((1, 128), (2, 256), (4, 512), (8, 256)),
     "mla_shape": (8, 64, 16),
-    "allreduce_kib": (4, 64, 256),
+    "allreduce_kib": (4, 1024, 16384),  # wide enough that bandwidth shows through CPU noise
 }
 WARMUP, REPEATS = 3, 10
 
