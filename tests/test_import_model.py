@@ -254,8 +254,6 @@ def test_output_file_is_written_whole_and_valid(
 @pytest.mark.parametrize(
     ("folder", "key"),
     [
-        ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", "mamba_num_heads"),
-        ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "hybrid_override_pattern"),
         ("deepseek-ai--DeepSeek-V4-Flash", "compress_ratios"),
         ("moonshotai--Kimi-K3", "text_config.linear_attn_config"),
         ("MiniMaxAI--MiniMax-M3", "sparse_attention_config"),
@@ -281,6 +279,33 @@ TINY_LLAMA = {
     "num_attention_heads": 4,
     "vocab_size": 100,
 }
+# a Nemotron-H config of two Mamba-2, one attention and two MoE blocks
+TINY_NEMOTRON = {
+    "architectures": ["NemotronHForCausalLM"],
+    "hybrid_override_pattern": "ME*ME",
+    "num_hidden_layers": 5,
+    "hidden_size": 64,
+    "intermediate_size": 32,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 16,
+    "n_groups": 2,
+    "ssm_state_size": 16,
+    "expand": 2,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "moe_shared_expert_intermediate_size": 64,
+    "moe_latent_size": 16,
+    "mlp_hidden_act": "relu2",
+    "vocab_size": 100,
+}
+# the same blocks as the newer configs list them (Nemotron-3 Ultra)
+NEMOTRON_LISTED = {k: v for k, v in TINY_NEMOTRON.items() if k != "hybrid_override_pattern"} | {
+    "layers_block_type": ["mamba", "moe", "attention", "mamba", "moe"]
+}
 
 
 @pytest.mark.parametrize(
@@ -295,6 +320,19 @@ TINY_LLAMA = {
             "quantization_config.quant_method",
         ),
         ({**TINY_LLAMA, "torch_dtype": "int3"}, "torch_dtype"),
+        # a key only another family reads is still refused here
+        ({**TINY_LLAMA, "mamba_num_heads": 8}, "mamba_num_heads"),
+        ({**TINY_NEMOTRON, "hybrid_override_pattern": "M*X"}, "hybrid_override_pattern"),
+        ({**TINY_NEMOTRON, "hybrid_override_pattern": "MEEEE"}, "hybrid_override_pattern"),
+        ({**NEMOTRON_LISTED, "layers_block_type": ["mamba", "conv"]}, "layers_block_type"),
+        ({**TINY_NEMOTRON, "num_hidden_layers": 6}, "num_hidden_layers"),
+        ({**TINY_NEMOTRON, "mlp_hidden_act": "silu"}, "mlp_hidden_act"),
+        ({**TINY_NEMOTRON, "mamba_head_dim": 8}, "mamba_num_heads"),
+        (
+            {**TINY_NEMOTRON, "moe_shared_expert_intermediate_size": 50},
+            "moe_shared_expert_intermediate_size",
+        ),
+        ({**TINY_NEMOTRON, "mamba_ssm_cache_dtype": "int8"}, "mamba_ssm_cache_dtype"),
     ],
 )
 def test_bad_configs_are_one_line_errors(

@@ -137,10 +137,11 @@ def launch_time(kernels: sp.Expr, latency: sp.Expr) -> sp.Expr:
 # ---------------------------------------------------------------- architecture counts
 
 
-@law(DIMENSIONLESS, hidden=DIMENSIONLESS, intermediate=DIMENSIONLESS)
-def ffn_params(hidden: sp.Expr, intermediate: sp.Expr) -> sp.Expr:
-    """A gated FFN (gate, up, down projections) holds 3·h·I weights."""
-    return 3 * hidden * intermediate
+@law(DIMENSIONLESS, hidden=DIMENSIONLESS, intermediate=DIMENSIONLESS, matrices=DIMENSIONLESS)
+def ffn_params(hidden: sp.Expr, intermediate: sp.Expr, matrices: sp.Expr | int = 3) -> sp.Expr:
+    """An FFN of n matrices of h x I holds n·h·I weights: 3 gated (gate, up, down: SwiGLU),
+    2 ungated (up, down: Nemotron-H's squared-ReLU MLP, NVIDIA Nemotron-H report 2025)."""
+    return matrices * hidden * intermediate
 
 
 @law(DIMENSIONLESS, size=DIMENSIONLESS, ranks=DIMENSIONLESS)
@@ -256,24 +257,20 @@ def indexer_params(
     )
 
 
-# Gated DeltaNet's chunked (prefill) form works on chunks of this many tokens
-# (flash-linear-attention's chunk_gated_delta_rule, chunk_size 64).
-LINEAR_CHUNK = 64
-
-
 @law((DIMENSIONLESS, DIMENSIONLESS))
 def linear_state_params(
     hidden: sp.Expr, key_heads: sp.Expr, value_heads: sp.Expr, key_dim: sp.Expr,
-    value_dim: sp.Expr, tp: sp.Expr,
+    value_dim: sp.Expr, tp: sp.Expr, scalars: sp.Expr | int = 2,
 ) -> tuple[sp.Expr, sp.Expr]:  # fmt: skip
     """A linear-attention (state-space) layer's weights on one TP rank, as (replicated, split):
     the input projection to queries and keys (2·H_k·d_k), values and output gate (2·H_v·d_v)
-    and two scalars per value head (decay and write strength), and the output projection
-    (H_v·d_v·h), all split by heads (Gated DeltaNet, Yang et al. 2024, as Qwen3-Next and
-    Qwen3.5 implement it: in_proj_qkvz, in_proj_ba, out_proj; Mamba-2's in_proj has the same
-    form with one scalar per head)."""
+    and s scalars per value head, and the output projection (H_v·d_v·h), all split by heads.
+    Gated DeltaNet (Yang et al. 2024, as Qwen3-Next and Qwen3.5 implement it: in_proj_qkvz,
+    in_proj_ba, out_proj) has s = 2 (decay and write strength); Mamba-2 (Dao & Gu 2024, §7:
+    in_proj to z, x, B, C over G groups of N, and dt) has the same form with keys and queries
+    as B and C (H_k = G, d_k = N) and s = 1."""
     qk = hidden * 2 * key_heads * key_dim * shard(key_heads, tp)
-    vz = hidden * (2 * value_heads * value_dim + 2 * value_heads) * shard(value_heads, tp)
+    vz = hidden * (2 * value_heads * value_dim + scalars * value_heads) * shard(value_heads, tp)
     out = value_heads * value_dim * hidden * shard(value_heads, tp)
     return sp.Integer(0), qk + vz + out
 
@@ -288,14 +285,15 @@ def linear_state_elements(value_heads: sp.Expr, key_dim: sp.Expr, value_dim: sp.
 
 @law(OPERATION)
 def linear_state_flops(value_heads: sp.Expr, key_dim: sp.Expr, value_dim: sp.Expr, tp: sp.Expr,
-                       prompt: bool) -> sp.Expr:  # fmt: skip
-    """FLOPs per token per layer on one TP rank of the recurrence: a rank-one delta update of
-    each head's d_k x d_v state and its read-out by the query, 2·d_k·d_v multiply-adds per head
-    (Gated DeltaNet eq. 10); a prompt token in the chunked form adds attention within its chunk
-    of C tokens, C·(d_k + d_v) multiply-adds per head (Yang et al. 2024 §3.3)."""
+                       chunk: sp.Expr, prompt: bool) -> sp.Expr:  # fmt: skip
+    """FLOPs per token per layer on one TP rank of the recurrence: a rank-one update of each
+    head's d_k x d_v state and its read-out by the query, 2·d_k·d_v multiply-adds per head
+    (Gated DeltaNet eq. 10; Mamba-2's selective state update); a prompt token in the chunked
+    form adds attention within its chunk of C tokens, C·(d_k + d_v) multiply-adds per head
+    (Yang et al. 2024 §3.3; Mamba-2's SSD, Dao & Gu 2024 §6)."""
     per_head = 2 * key_dim * value_dim
     if prompt:
-        per_head += LINEAR_CHUNK * (key_dim + value_dim)
+        per_head += chunk * (key_dim + value_dim)
     return per_head * FLOPS_PER_MAC * value_heads * shard(value_heads, tp)
 
 

@@ -54,6 +54,12 @@ def _architecture(m: Any, spec: Any) -> list[Constraint]:
                  ("model.experts_per_token", "model.n_experts"),
                  "a token picks its top-k among the routed experts"),
     ]  # fmt: skip
+    if spec.mixer_only_layers > 0:  # `Pass.n_moe`, `Pass.n_dense`: FFNs on the other layers
+        out.append(_at_most("ffn_layers_within_layers", m.n_dense_layers + m.mixer_only_layers,
+                            m.n_layers, ("model.n_dense_layers", "model.mixer_only_layers",
+                                         "model.n_layers"),
+                            "dense-FFN layers and layers without an FFN are disjoint subsets "
+                            "of the layers"))  # fmt: skip
     if spec.linear_layers > 0:  # `linear_state_params`, `linear_state_elements`: each ≥ 1
         out.append(_at_most("linear_layers_within_layers", m.linear_layers + m.sliding_layers,
                             m.n_layers, ("model.linear_layers", "model.sliding_layers",

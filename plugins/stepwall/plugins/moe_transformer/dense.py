@@ -14,8 +14,8 @@ from stepwall.plugins.moe_transformer.work import Pass
 def _ffn(p: Pass) -> sp.Expr:
     """Dense FFN weights per GPU over the dense layers."""
     m = p.m
-    return p.n_dense * ffn_params(m.hidden, m.dense_intermediate) * shard(m.dense_intermediate,
-                                                                          p.layout.tp)  # fmt: skip
+    ffn = ffn_params(m.hidden, m.dense_intermediate, m.ffn_matrices)
+    return p.n_dense * ffn * shard(m.dense_intermediate, p.layout.tp)
 
 
 def _head(p: Pass) -> sp.Expr:
@@ -60,8 +60,8 @@ def tp_allreduce(p: Pass) -> Collective:
         "all_reduce",
         p.layout.tp,
         p.step.tokens_rank / p.batches * m.hidden * m.activation_bits,
-        p.batches * 2 * m.n_layers,
+        p.batches * (2 * m.n_layers - m.mixer_only_layers),
         PLUGIN,
-        "two all-reduces per layer (after attention and after FFN)",
+        "two all-reduces per layer (after attention and after FFN; one where a layer has no FFN)",
         "tbo.attention/comm" if p.tbo else "",
     )

@@ -4,10 +4,10 @@ quantisation gives each component (`stepwall.spec.hf`).
 
 Families: Llama 3 / Mistral / Qwen2 / Qwen3 (dense), Mixtral, Qwen3-MoE, MiniMax-M2, gpt-oss
 (GQA, sliding-window layers), DeepSeek-V3 / R1 and Kimi K2 / K2.5 (MLA, shared experts,
-node-limited routing), DeepSeek-V3.2 and GLM-5 (the same, with DeepSeek Sparse Attention). A
-config whose architecture needs physics this kind does not have (compressed, linear or
-state-space attention layers, chunked or block-sparse attention) is refused at the key that
-says so. Not modelled, as in the hand-written catalog: norms, biases, rotary details and MTP
+node-limited routing), DeepSeek-V3.2 and GLM-5 (the same, with DeepSeek Sparse Attention),
+Qwen3.5 / Qwen3-Next (Gated DeltaNet layers), Nemotron-H / Nemotron-3 (Mamba-2 blocks, latent
+MoE). A config whose architecture needs physics this kind does not have (compressed attention,
+Kimi Delta Attention, chunked or block-sparse attention) is refused at the key that says so. Not modelled, as in the hand-written catalog: norms, biases, rotary details and MTP
 modules (under 0.1% of the weights, or not run by the engines priced).
 """
 
@@ -60,8 +60,9 @@ class Draft:
 
 
 def _refuse_unexpressible(cfg: HFConfig) -> None:
+    handled = HANDLED.get(cfg.architecture, ())
     for key, what in NOT_YET.items():
-        if cfg.has(key):
+        if cfg.has(key) and key not in handled:
             raise SpecError(
                 cfg.file,
                 cfg.key(key),
@@ -77,22 +78,24 @@ def _refuse_unexpressible(cfg: HFConfig) -> None:
         )
 
 
-def _names(suffix: str, layers: Iterable[int]) -> list[tuple[str, ...]]:
+def _names(suffix: str, layers: Iterable[int], root: str) -> list[tuple[str, ...]]:
     """Each layer's module ``suffix`` by the names checkpoints give it (a multimodal wrapper
     prefixes ``language_model.``)."""
     out: list[tuple[str, ...]] = []
     for i in layers:
-        base = f"model.layers.{i}.{suffix}"
-        out.append((base, f"language_model.{base}", f"model.language_model.layers.{i}.{suffix}"))
+        base = f"{root}.layers.{i}.{suffix}"
+        out.append((base, f"language_model.{base}", f"{root}.language_model.layers.{i}.{suffix}"))
     return out
 
 
-def _modules(spec: dict[str, int], layers: Iterable[int], expert: bool = False) -> list[Module]:
+def _modules(
+    spec: dict[str, int], layers: Iterable[int], expert: bool = False, root: str = "model"
+) -> list[Module]:
     layers = list(layers)
     return [
         Module(names, params, expert)
         for suffix, params in spec.items()
-        for names in _names(suffix, layers)
+        for names in _names(suffix, layers, root)
     ]
 
 
@@ -110,7 +113,7 @@ class Shape:
         self.shared: list[Module] = []
 
 
-def _gqa(d: Draft, hidden: int, shape: Shape) -> None:
+def _gqa(d: Draft, hidden: int, shape: Shape, root: str = "model") -> None:
     cfg = d.cfg
     d.put("attention", "gqa", "grouped-query attention (num_key_value_heads, num_attention_heads)")
     heads = d.take("n_heads", "num_attention_heads")
@@ -121,14 +124,16 @@ def _gqa(d: Draft, hidden: int, shape: Shape) -> None:
         head_dim = hidden // heads
         d.put("head_dim", head_dim, f"config.json hidden_size / num_attention_heads = {head_dim}")
     q, k = heads * head_dim, kv * head_dim
+    at = "mixer" if root == "backbone" else "self_attn"  # Nemotron-H names its blocks' Linears
     shape.attention = _modules(
         {
-            "self_attn.q_proj": hidden * q,
-            "self_attn.k_proj": hidden * k,
-            "self_attn.v_proj": hidden * k,
-            "self_attn.o_proj": q * hidden,
+            f"{at}.q_proj": hidden * q,
+            f"{at}.k_proj": hidden * k,
+            f"{at}.v_proj": hidden * k,
+            f"{at}.o_proj": q * hidden,
         },
         shape.attention_layers,
+        root=root,
     )
 
 
@@ -425,6 +430,17 @@ def _qwen35_experts(d: Draft, hidden: int, shape: Shape) -> None:
                                 shape.moe_layers)  # fmt: skip
 
 
+def _state_bits(d: Draft, key: str) -> None:
+    """The recurrent state's element as the config's ``key`` states it (FP32 when it does not)."""
+    cfg = d.cfg
+    dtype = cfg.value(key, "float32")
+    bits = {"float32": 32.0, "bfloat16": 16.0, "float16": 16.0}.get(dtype)
+    if bits is None:
+        raise SpecError(cfg.file, cfg.key(key), f"is {dtype!r}", "float32, bfloat16 or float16")
+    d.put("state_bits", bits_text(bits),
+          f"config.json {cfg.key(key)} {dtype}: the recurrent state's element")  # fmt: skip
+
+
 def _linear_layers(d: Draft, hidden: int, linear: list[int], shape: Shape) -> None:
     cfg = d.cfg
     d.put(
@@ -436,17 +452,7 @@ def _linear_layers(d: Draft, hidden: int, linear: list[int], shape: Shape) -> No
     hv = d.take("linear_value_heads", "linear_num_value_heads")
     dk = d.take("linear_key_dim", "linear_key_head_dim")
     dv = d.take("linear_value_dim", "linear_value_head_dim")
-    dtype = cfg.value("mamba_ssm_dtype", "float32")
-    bits = {"float32": 32.0, "bfloat16": 16.0, "float16": 16.0}.get(dtype)
-    if bits is None:
-        raise SpecError(
-            cfg.file, cfg.key("mamba_ssm_dtype"), f"is {dtype!r}", "float32, bfloat16 or float16"
-        )
-    d.put(
-        "state_bits",
-        bits_text(bits),
-        f"config.json {cfg.key('mamba_ssm_dtype')} {dtype}: the recurrent state's element",
-    )
+    _state_bits(d, "mamba_ssm_dtype")
     shape.attention += _modules(
         {
             "linear_attn.in_proj_qkvz": hidden * (2 * hk * dk + 2 * hv * dv),
@@ -455,6 +461,135 @@ def _linear_layers(d: Draft, hidden: int, linear: list[int], shape: Shape) -> No
         },
         linear,
     )
+
+
+# Nemotron-H's block pattern: one letter per block (NVIDIA's configuration_nemotron_h.py)
+BLOCKS = {"M": "mamba", "*": "attention", "E": "moe", "-": "mlp"}
+
+
+def _nemotron_blocks(cfg: HFConfig) -> tuple[str, str]:
+    """The block pattern as letters, and the key it was read from: ``hybrid_override_pattern``
+    (M Mamba-2, * attention, E MoE, - MLP) or the newer ``layers_block_type`` list."""
+    if cfg.has("hybrid_override_pattern"):
+        key, pattern = "hybrid_override_pattern", cfg.value("hybrid_override_pattern")
+        ok = isinstance(pattern, str) and bool(pattern) and set(pattern) <= set(BLOCKS)
+    else:
+        key, types = "layers_block_type", cfg.value("layers_block_type")
+        names = {v: k for k, v in BLOCKS.items()}
+        ok = isinstance(types, list) and bool(types) and all(t in names for t in types)
+        pattern = "".join(names[t] for t in types) if ok else ""
+    if not ok:
+        raise SpecError(cfg.file, cfg.key(key), "is not a block pattern",
+                        "letters M, *, E, - (or a list of mamba, attention, moe, mlp)")  # fmt: skip
+    if cfg.has("num_hidden_layers") and cfg.count("num_hidden_layers") != len(pattern):
+        raise SpecError(cfg.file, cfg.key("num_hidden_layers"),
+                        f"is {cfg.count('num_hidden_layers')}, the pattern has {len(pattern)} "
+                        "blocks", f"{len(pattern)}")  # fmt: skip
+    return pattern, key
+
+
+def _nemotron_h(d: Draft) -> None:
+    """Nemotron-H / Nemotron-3: a pattern of single-purpose blocks, each with its own residual:
+    Mamba-2 (M), GQA attention (*), MoE (E, latent MoE where ``moe_latent_size`` is set) and
+    MLP (-), the FFNs ungated squared ReLU. Here a layer is a token mixer (M or *) and the
+    FFN blocks (E, -) pair with them; mixers beyond the FFNs are layers without one."""
+    cfg = d.cfg
+    pattern, key = _nemotron_blocks(cfg)
+    where = {b: [i for i, c in enumerate(pattern) if c == b] for b in BLOCKS}
+    mixers = len(where["M"]) + len(where["*"])
+    ffns = len(where["E"]) + len(where["-"])
+    counts = ", ".join(f"{len(where[b])} {BLOCKS[b]}" for b in BLOCKS)
+    if ffns > mixers:
+        raise SpecError(cfg.file, cfg.key(key), f"has more FFN blocks ({ffns}) than token "
+                        f"mixers ({mixers})", "at most one FFN block per mixer block")  # fmt: skip
+    d.put("n_layers", mixers, f"config.json {cfg.key(key)}: {counts}; a layer per mixer (M, *)")
+    d.put("mixer_only_layers", mixers - ffns,
+          f"{mixers} mixer blocks, {ffns} FFN blocks (E, -)")  # fmt: skip
+    moe = bool(where["E"])
+    d.put("n_dense_layers", len(where["-"]),
+          f"config.json {cfg.key(key)}: {len(where['-'])} MLP blocks")  # fmt: skip
+    if cfg.value("mlp_hidden_act", "relu2") != "relu2":
+        raise SpecError(cfg.file, cfg.key("mlp_hidden_act"), f"is {cfg.value('mlp_hidden_act')!r}",
+                        "relu2 (Nemotron-H's ungated squared-ReLU MLP)")  # fmt: skip
+    d.put("ffn_matrices", 2, f"config.json {cfg.key('mlp_hidden_act')} relu2: up and down only")
+    hidden = d.take("hidden", "hidden_size")
+    root = "backbone"
+    shape = Shape(mixers, [])
+    dense_width = cfg.count("intermediate_size")
+    unused = "" if where["-"] else " (no MLP blocks: enters no cost)"
+    d.put("dense_intermediate", dense_width,
+          f"config.json {cfg.key('intermediate_size')} {dense_width}{unused}")  # fmt: skip
+    shape.dense = _modules({"mixer.up_proj": hidden * dense_width,
+                            "mixer.down_proj": dense_width * hidden}, where["-"],
+                           root=root)  # fmt: skip
+    latent = _nemotron_moe(d, hidden, where["E"], shape) if moe else 0
+    for f in () if moe else ("n_experts", "experts_per_token", "n_shared_experts"):
+        d.put(f, 0, "no MoE blocks: no experts")
+    shape.attention_layers = where["*"]
+    _gqa(d, hidden, shape, root)
+    _mamba(d, hidden, where["M"], shape)
+    if latent:
+        shape.attention += _modules({"mixer.fc1_latent_proj": hidden * latent,
+                                     "mixer.fc2_latent_proj": latent * hidden}, where["E"],
+                                    root=root)  # fmt: skip
+    _finish(d, hidden, shape)
+
+
+def _nemotron_moe(d: Draft, hidden: int, layers: list[int], shape: Shape) -> int:
+    """Nemotron-3's MoE blocks: routed experts (in the latent where one is stated) and a shared
+    expert of a whole number of expert widths; returns the latent (0: none)."""
+    cfg = d.cfg
+    d.take("n_experts", "n_routed_experts")
+    d.take("experts_per_token", "num_experts_per_tok")
+    d.take("n_group", "n_group", default=1)
+    d.take("topk_group", "topk_group", default=1)
+    width = d.take("expert_intermediate", "moe_intermediate_size")
+    shared_width = cfg.count("moe_shared_expert_intermediate_size", 0, minimum=0)
+    if shared_width % width:
+        raise SpecError(cfg.file, cfg.key("moe_shared_expert_intermediate_size"),
+                        f"{shared_width} is not a multiple of moe_intermediate_size {width}",
+                        "a whole number of expert widths")  # fmt: skip
+    d.put("n_shared_experts", shared_width // width,
+          f"config.json {cfg.key('moe_shared_expert_intermediate_size')} {shared_width} = "
+          f"{shared_width // width} x moe_intermediate_size")  # fmt: skip
+    latent = cfg.count("moe_latent_size", 0, minimum=0)
+    if latent:
+        d.put("moe_latent", latent, f"config.json {cfg.key('moe_latent_size')} {latent}: "
+              "routed experts work in the latent")  # fmt: skip
+    e_in = latent or hidden
+    root = "backbone"
+    shape.experts = _modules({"mixer.experts.0.up_proj": e_in * width,
+                              "mixer.experts.0.down_proj": width * e_in}, layers, expert=True,
+                             root=root)  # fmt: skip
+    if shared_width:
+        shape.shared = _modules({"mixer.shared_experts.up_proj": hidden * shared_width,
+                                 "mixer.shared_experts.down_proj": shared_width * hidden},
+                                layers, root=root)  # fmt: skip
+    return latent
+
+
+def _mamba(d: Draft, hidden: int, layers: list[int], shape: Shape) -> None:
+    """Mamba-2 blocks in the linear-attention fields (`linear_state_params`): B and C are the
+    keys and queries of G groups of N, x the values of H heads of P, one scalar (dt) per head;
+    the state H x P x N per request."""
+    cfg = d.cfg
+    d.put("linear_layers", len(layers), f"{len(layers)} Mamba-2 blocks (M)")
+    groups = d.take("linear_key_heads", "n_groups")
+    state = d.take("linear_key_dim", "ssm_state_size")
+    heads = d.take("linear_value_heads", "mamba_num_heads")
+    head_dim = d.take("linear_value_dim", "mamba_head_dim")
+    inner = cfg.count("expand", 2) * hidden
+    if heads * head_dim != inner:
+        raise SpecError(cfg.file, cfg.key("mamba_num_heads"),
+                        f"x mamba_head_dim = {heads * head_dim}, not expand x hidden_size = "
+                        f"{inner}",
+                        "mamba_num_heads x mamba_head_dim = expand x hidden_size")  # fmt: skip
+    d.put("linear_head_scalars", 1, "Mamba-2's in_proj makes one dt per head")
+    d.take("linear_chunk", "chunk_size", default=128)
+    _state_bits(d, "mamba_ssm_cache_dtype")
+    shape.attention += _modules({"mixer.in_proj": hidden * (2 * inner + 2 * groups * state + heads),
+                                 "mixer.out_proj": inner * hidden}, layers,
+                                root="backbone")  # fmt: skip
 
 
 def _finish(d: Draft, hidden: int, shape: Shape, vocab_done: bool = False) -> None:
@@ -533,6 +668,12 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "Qwen3_5ForConditionalGeneration": _qwen35,
     "Qwen3_5MoeForConditionalGeneration": _qwen35,
     "Qwen3NextForCausalLM": _qwen35,
+    "NemotronHForCausalLM": _nemotron_h,
+}
+
+# NOT_YET keys a family reads itself
+HANDLED = {
+    "NemotronHForCausalLM": ("hybrid_override_pattern", "mamba_num_heads", "moe_latent_size"),
 }
 
 
@@ -541,7 +682,6 @@ NOT_YET_ARCHITECTURES = (
     "DeepseekV4ForCausalLM",
     "KimiLinearForCausalLM",
     "KimiK3ForConditionalGeneration",
-    "NemotronHForCausalLM",
     "MiniMaxM3ForCausalLM",
     "MiniMaxM3SparseForCausalLM",
     "Llama4ForConditionalGeneration",

@@ -24,9 +24,26 @@ from stepwall.plugins.moe_transformer.spec import PLUGIN
 from stepwall.plugins.moe_transformer.work import Pass
 
 
-def _expert(m: Any, tp: sp.Expr) -> sp.Expr:
-    """Weights of one expert per GPU."""
-    return ffn_params(m.hidden, m.expert_intermediate) * shard(m.expert_intermediate, tp)
+def _expert(m: Any, tp: sp.Expr, width: sp.Expr) -> sp.Expr:
+    """Weights of one expert per GPU, working at ``width`` (the hidden size, or a routed
+    expert's latent)."""
+    return ffn_params(width, m.expert_intermediate, m.ffn_matrices) * shard(
+        m.expert_intermediate, tp
+    )
+
+
+def _routed_width(p: Pass) -> sp.Expr:
+    """The width routed experts work at and dispatch carries: the latent ℓ of a latent MoE
+    (NVIDIA, "LatentMoE", 2026, as Nemotron 3 Super runs it: the router reads the hidden state,
+    the experts and the all-to-all see ℓ), otherwise the hidden size."""
+    return p.m.moe_latent if p.spec.moe_latent > 0 else p.m.hidden
+
+
+def _latent_params(p: Pass, layers: sp.Expr) -> sp.Expr:
+    """A latent MoE's down- and up-projections around the routed experts (fc1_latent_proj,
+    fc2_latent_proj: 2·h·ℓ per layer), whole on every rank as TensorRT-LLM's and vLLM's
+    Nemotron-H layers build them (a plain Linear, not TP-split)."""
+    return layers * 2 * p.m.hidden * p.m.moe_latent
 
 
 def add_moe(p: Pass) -> dict[str, sp.Expr]:
@@ -34,7 +51,9 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     m, spec, layout, step = p.m, p.spec, p.layout, p.step
     tokens, tokens_rank, n_moe, batches = step.tokens, step.tokens_rank, p.n_moe, p.batches
     ep = layout.ep
-    expert = _expert(m, layout.tp)
+    width = _routed_width(p)
+    expert = _expert(m, layout.tp, width)
+    shared = _expert(m, layout.tp, m.hidden)
     # experts a micro-batch hits (each micro-batch streams its own)
     hit = batches * expected_distinct_experts(m.n_experts, m.experts_per_token, tokens / batches)
     per_gpu_hit = layout.imbalance * hit / ep
@@ -48,19 +67,23 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
                     "moe", batches * n_moe, p.experts_lane, "grouped_gemm", spec.expert_math,
                     rows))  # fmt: skip
     if spec.n_shared_experts > 0:
-        p.gemm("moe.shared_experts", n_moe * m.n_shared_experts * expert, m.shared_expert_bits,
+        p.gemm("moe.shared_experts", n_moe * m.n_shared_experts * shared, m.shared_expert_bits,
                tokens_rank, "moe", "shared experts (every token)", 2 * n_moe,
                spec.shared_expert_math, overlap=shared_lane)  # fmt: skip
     p.gemm("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
            "dense", "router logits", n_moe, "bf16")  # fmt: skip
+    if spec.moe_latent > 0:
+        p.gemm("moe.latent_projections", _latent_params(p, n_moe), m.attention_bits, tokens_rank,
+               "moe", "latent MoE: each token projected to the experts' latent and back",
+               2 * n_moe, spec.attention_math)  # fmt: skip
     slots = (m.n_experts + layout.redundant_experts) / ep
     per_domain = _ranks_per_domain(p.scenario, layout.tp, ep)
     copies, across, how = _dispatch(p, per_domain)
     # the busiest rank sends its tokens' copies (imbalance: it also receives the most)
     sent_tokens = layout.imbalance * tokens_rank / batches
     reach = rank_reach(m.n_experts, spec.experts_per_token, ep, sent_tokens)
-    sent = sent_tokens * copies * m.hidden
-    nic = None if across is None else sent_tokens * across * m.hidden
+    sent = sent_tokens * copies * width
+    nic = None if across is None else sent_tokens * across * width
     combine_lane = "tbo.attention/comm" if p.tbo else ""
     dispatch_lane = ("shared/comm" if shared_lane.startswith("shared")
                      else "tbo.experts/comm" if p.tbo else "")  # fmt: skip
@@ -73,11 +96,14 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
                    f"expert outputs returned to their tokens' ranks, {how}", combine_lane,
                    per_domain, reach, nic and nic * m.activation_bits),
     ]  # fmt: skip
-    return {
+    out = {
         "routed_experts": n_moe * slots * expert * m.expert_bits,
-        "shared_experts": n_moe * m.n_shared_experts * expert * m.shared_expert_bits,
+        "shared_experts": n_moe * m.n_shared_experts * shared * m.shared_expert_bits,
         "router": n_moe * m.hidden * m.n_experts * m.attention_bits,
     }
+    if spec.moe_latent > 0:
+        out["latent_projections"] = _latent_params(p, n_moe) * m.attention_bits
+    return out
 
 
 def _dispatch(p: Pass, per_domain: sp.Expr) -> tuple[sp.Expr, sp.Expr | None, str]:
@@ -115,7 +141,8 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
     m, spec, layout = p.m, p.spec, p.layout
     users, context = p.step.users_per_rank, p.step.context
     passes, layers = decoding.draft_passes, decoding.draft_layers
-    expert = _expert(m, layout.tp)
+    width = _routed_width(p)
+    expert = _expert(m, layout.tp, width)
     hit = layout.imbalance * expected_distinct_experts(
         m.n_experts, m.experts_per_token, p.step.users) / layout.ep  # fmt: skip
     picks = layout.imbalance * p.step.users * m.experts_per_token / layout.ep
@@ -142,8 +169,8 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
     copies, across, how = _dispatch(p, per_domain)  # as the target's layers send them
     sent_tokens = layout.imbalance * users
     reach = rank_reach(m.n_experts, spec.experts_per_token, layout.ep, sent_tokens)
-    sent = sent_tokens * copies * m.hidden
-    nic = None if across is None else sent_tokens * across * m.hidden
+    sent = sent_tokens * copies * width
+    nic = None if across is None else sent_tokens * across * width
     p.collectives += [
         Collective("draft.ep_dispatch", "all_to_all", layout.ep, sent * m.dispatch_bits,
                    passes * layers, PLUGIN, f"{why}: tokens sent to their experts' ranks, "
@@ -153,6 +180,10 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
                    per_domain, reach, nic and nic * m.activation_bits),
     ]  # fmt: skip
     if spec.n_shared_experts > 0:
-        ops.append(op("draft.shared_experts", layers * m.n_shared_experts * expert,
-                      m.shared_expert_bits, layers, "gemm", spec.shared_expert_math))  # fmt: skip
+        ops.append(op("draft.shared_experts", layers * m.n_shared_experts * _expert(
+            m, layout.tp, m.hidden), m.shared_expert_bits, layers, "gemm",
+            spec.shared_expert_math))  # fmt: skip
+    if spec.moe_latent > 0:
+        ops.append(op("draft.latent_projections", _latent_params(p, layers), m.attention_bits,
+                      2 * layers, "gemm", spec.attention_math))  # fmt: skip
     return ops

@@ -42,10 +42,31 @@ class MoeTransformer:
     )
     hidden: int = _count("hidden size", "h")
     dense_intermediate: int = _count("dense FFN intermediate size", "I_{d}")
+    mixer_only_layers: int = _zero_ok(
+        "layers with a token mixer (attention or linear) and no FFN: Nemotron-H's pattern has "
+        "more mixer blocks (M, *) than FFN blocks (E, -)",
+        "L_{m}",
+    )
+    ffn_matrices: int = quantity(
+        "dimensionless",
+        "weight matrices per FFN, dense and expert: 3 gated (SwiGLU: gate, up, down), 2 "
+        "ungated (up, down: Nemotron-H's squared ReLU)",
+        latex="n_{f}",
+        integer=True,
+        minimum=2,
+        inclusive=True,
+        maximum=3,
+        default=3,
+    )
     n_experts: int = _zero_ok("routed experts per MoE layer", "E")
     experts_per_token: int = _zero_ok("routed experts each token uses (top-k)", "k")
     n_shared_experts: int = _zero_ok("shared experts per MoE layer", "E_{s}")
     expert_intermediate: int = _count("expert FFN intermediate size", "I_{e}", default=1)
+    moe_latent: int = _zero_ok(
+        "latent MoE: the width routed experts work in, projected down from and back up to the "
+        "hidden size around them (moe_latent_size; 0: experts at the hidden size)",
+        r"h_{\ell}",
+    )
     attention: str = choice(("mla", "gqa"), "attention type", default="mla")
     n_heads: int = _count("attention heads", "H")
     n_kv_heads: int = _count("KV heads (GQA)", "H_{kv}", default=1)
@@ -87,6 +108,22 @@ class MoeTransformer:
     )
     linear_key_dim: int = _zero_ok("linear-attention key head dimension", "d_{k}")
     linear_value_dim: int = _zero_ok("linear-attention value head dimension", "d_{v}")
+    linear_head_scalars: int = quantity(
+        "dimensionless",
+        "scalars the input projection makes per value head: 2 in Gated DeltaNet (decay, write "
+        "strength), 1 in Mamba-2 (dt)",
+        latex="s_{h}",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        default=2,
+    )
+    linear_chunk: int = _count(
+        "tokens per chunk of the chunked prefill form (flash-linear-attention's Gated DeltaNet: "
+        "64; Mamba-2: chunk_size)",
+        "C",
+        default=64,
+    )
     state_bits: float = _bits(
         "bits per recurrent-state element (FP32 in Qwen3.5: mamba_ssm_dtype)", "b_{s}", 4.0
     )

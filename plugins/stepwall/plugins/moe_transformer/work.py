@@ -67,13 +67,17 @@ class Pass:
 
     @property
     def n_moe(self) -> sp.Expr:
+        """Layers with an MoE FFN: all but the dense ones and those with no FFN."""
         m = self.m
-        return m.n_layers - m.n_dense_layers if self.has_moe else sp.Integer(0)
+        if not self.has_moe:
+            return sp.Integer(0)
+        return m.n_layers - m.n_dense_layers - m.mixer_only_layers
 
     @property
     def n_dense(self) -> sp.Expr:
+        """Layers with a dense FFN (in a dense model, every layer that has an FFN)."""
         m = self.m
-        return m.n_dense_layers if self.has_moe else m.n_layers
+        return m.n_dense_layers if self.has_moe else m.n_layers - m.mixer_only_layers
 
     def gemm(
         self,
