@@ -255,7 +255,6 @@ def test_output_file_is_written_whole_and_valid(
     ("folder", "key"),
     [
         ("deepseek-ai--DeepSeek-V4-Flash", "compress_ratios"),
-        ("moonshotai--Kimi-K3", "text_config.linear_attn_config"),
         ("MiniMaxAI--MiniMax-M3", "sparse_attention_config"),
         ("Qwen--Qwen3-0.6B", "tie_word_embeddings"),
     ],
@@ -302,6 +301,33 @@ TINY_NEMOTRON = {
     "mlp_hidden_act": "relu2",
     "vocab_size": 100,
 }
+# a Kimi Linear (K3) config: KDA on layer 1, MLA on layer 2 (1-based), a latent MoE
+KDA = {"kda_layers": [1], "full_attn_layers": [2], "num_heads": 4, "head_dim": 16,
+       "use_full_rank_gate": True}  # fmt: skip
+TINY_KIMI = {
+    "architectures": ["KimiLinearForCausalLM"],
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "q_lora_rank": 32,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    "num_experts": 8,
+    "num_experts_per_token": 2,
+    "moe_intermediate_size": 32,
+    "routed_expert_hidden_size": 32,
+    "linear_attn_config": KDA,
+    "vocab_size": 100,
+}
+
+
+def _kda(**block: Any) -> dict[str, Any]:
+    return {**TINY_KIMI, "linear_attn_config": {**KDA, **block}}
+
+
 # the same blocks as the newer configs list them (Nemotron-3 Ultra)
 NEMOTRON_LISTED = {k: v for k, v in TINY_NEMOTRON.items() if k != "hybrid_override_pattern"} | {
     "layers_block_type": ["mamba", "moe", "attention", "mamba", "moe"]
@@ -333,6 +359,12 @@ NEMOTRON_LISTED = {k: v for k, v in TINY_NEMOTRON.items() if k != "hybrid_overri
             "moe_shared_expert_intermediate_size",
         ),
         ({**TINY_NEMOTRON, "mamba_ssm_cache_dtype": "int8"}, "mamba_ssm_cache_dtype"),
+        ({**TINY_KIMI, "linear_attn_config": [1, 2]}, "linear_attn_config"),
+        (_kda(kda_layers=[1, 5]), "linear_attn_config.kda_layers"),
+        (_kda(kda_layers=[1], full_attn_layers=[1, 2]), "linear_attn_config.kda_layers"),
+        (_kda(use_full_rank_gate=False), "linear_attn_config.use_full_rank_gate"),
+        (_kda(num_heads=0), "linear_attn_config.num_heads"),
+        ({**TINY_KIMI, "moe_layer_freq": 2}, "moe_layer_freq"),
     ],
 )
 def test_bad_configs_are_one_line_errors(
@@ -376,3 +408,36 @@ def test_hf_source_outside_a_model_is_refused(
     )
     assert main(["eval", str(tmp_path / "s.toml")]) == 2
     assert "a Hugging Face config is a model's source" in capsys.readouterr().err
+
+
+def _imported(doc: dict[str, Any], folder: Path) -> dict[str, Any]:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(doc))
+    out = folder / "m.toml"
+    assert main(["import-model", str(folder), "-o", str(out), "--name", "tiny"]) == 0
+    assert main(["check", str(out)]) == 0
+    got = tomllib.loads(out.read_text())
+    return {k: v for k, v in got.items() if k not in ("sources", "source")}
+
+
+def test_block_pattern_and_block_list_import_alike(tmp_path: Path) -> None:
+    """Nemotron-H's pattern letters and the newer configs' list of block names give the same
+    spec: 3 mixer layers (2 Mamba-2, 1 attention), 2 MoE blocks, so 1 layer without an FFN."""
+    letters = _imported(TINY_NEMOTRON, tmp_path / "letters")
+    listed = _imported(NEMOTRON_LISTED, tmp_path / "listed")
+    assert letters == listed
+    got = (letters["n_layers"], letters["linear_layers"], letters["mixer_only_layers"])
+    assert got == (3, 2, 1)
+    assert (letters["ffn_matrices"], letters["moe_latent"], letters["n_shared_experts"]) == (
+        2,
+        16,
+        2,
+    )
+
+
+def test_kimi_linear_layers_are_one_based(tmp_path: Path) -> None:
+    """kda_layers [1] and full_attn_layers [2] name the first and second layer: one KDA layer
+    (the dense one, first_k_dense_replace absent: none), one MLA layer."""
+    got = _imported(TINY_KIMI, tmp_path / "kimi")
+    assert (got["n_layers"], got["linear_layers"], got["moe_latent"]) == (2, 1, 32)
+    assert got["linear_decay_rank"] == got["linear_key_dim"] == 16

@@ -83,3 +83,52 @@ def test_impossible_linear_layers_are_refused(
     assert code == 2
     err = capsys.readouterr().err
     assert key.split(".")[1] in err and "Traceback" not in err
+
+
+# --- Kimi Delta Attention beside MLA (Kimi K3: tests/data/hf/moonshotai--Kimi-K3)
+K3 = "model=kimi-k3,hardware=b200,cluster=hgx-b200-ib,engine=sglang"
+K3_L, K3_KDA, K3_H, K3_HEADS, K3_D = 93, 69, 7168, 96, 128  # the config's
+RQ, RKV, NOPE, ROPE, V = 1536, 512, 128, 64, 128  # its MLA
+ONE_BYTE = [f"model.{b}=8 bit" for b in ("attention_bits", "expert_bits", "shared_expert_bits",
+                                         "dense_bits", "embedding_bits")]  # fmt: skip
+
+
+def _k3(*sets: str, users: int = 1, context: int = 1024) -> dict[str, Any]:
+    base = ['workload.kind="decode"', f"workload.concurrency={users}",
+            f"workload.context={context}", "parallel.tp=1", "parallel.ep=1"]  # fmt: skip
+    return build_model(K3, [*base, *sets]).evaluate()
+
+
+def test_kda_layer_weights() -> None:
+    """q, k, v and the full-rank output gate (4·H·d from h), one write strength per head
+    (h·H), the decay's f_a (h·d) and f_b (d·H·d), o_proj (H·d·h): against the MLA layer with
+    its output gate that the layer becomes when it is not linear."""
+    width = K3_HEADS * K3_D
+    kda = K3_H * (4 * width + K3_HEADS) + K3_H * K3_D + K3_D * width + width * K3_H
+    mla = (K3_H * RQ + RQ * K3_HEADS * (NOPE + ROPE) + K3_H * (RKV + ROPE)
+           + RKV * K3_HEADS * (NOPE + V) + K3_HEADS * V * K3_H)  # fmt: skip
+    gate = K3_H * K3_HEADS * V
+    got = (
+        _k3(*ONE_BYTE)["weight_bytes_per_gpu"]
+        - _k3(*ONE_BYTE, "model.linear_layers=0")["weight_bytes_per_gpu"]
+    )
+    assert got == pytest.approx(K3_KDA * (kda - mla - gate))
+
+
+def test_mla_output_gate_weights() -> None:
+    """The gate on MLA's heads: h x H·d_v per full-attention layer."""
+    ungated = _k3(*ONE_BYTE, "model.attention_gate=0")["weight_bytes_per_gpu"]
+    gated = _k3(*ONE_BYTE)["weight_bytes_per_gpu"]
+    assert gated - ungated == pytest.approx((K3_L - K3_KDA) * K3_H * K3_HEADS * V)
+
+
+def test_kda_state_beside_mla_cache() -> None:
+    """A request holds 96 heads of a 128 x 128 FP32 state in each of 69 KDA layers, whatever
+    its context, and MLA's latent and rotary key (512 + 64, BF16) per token in 24 layers (the
+    context and the token being decoded)."""
+    users = 2
+    short, long = _k3(users=users, context=1024), _k3(users=users, context=9216)
+    mla = users * (K3_L - K3_KDA) * 8192 * (RKV + ROPE) * 2
+    assert long["kv_bytes_per_gpu"] - short["kv_bytes_per_gpu"] == pytest.approx(mla)
+    state = users * K3_KDA * K3_HEADS * K3_D * K3_D * STATE
+    assert short["kv_bytes_per_gpu"] == pytest.approx(state + users * 24 * 1025 * 576 * 2)

@@ -28,7 +28,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         "spec naming, for each value, the config key it came from. A model spec may also start\n"
         'from a config directly: from = "hf:./config.json" (or model = "hf:…" in a scenario).\n'
         f"\n{archs}\n(some are refused at the key that needs physics not modelled yet, e.g. "
-        "index_topk; docs/models.md)\n\nexamples:\n"
+        "compress_ratios; docs/models.md)\n\nexamples:\n"
         "  stepwall import-model ./Qwen3-235B-A22B-FP8/config.json\n"
         "  stepwall import-model Qwen/Qwen3-235B-A22B-FP8 -o my-qwen.toml   # from the local "
         "HF cache\n"

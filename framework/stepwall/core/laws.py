@@ -260,7 +260,7 @@ def indexer_params(
 @law((DIMENSIONLESS, DIMENSIONLESS))
 def linear_state_params(
     hidden: sp.Expr, key_heads: sp.Expr, value_heads: sp.Expr, key_dim: sp.Expr,
-    value_dim: sp.Expr, tp: sp.Expr, scalars: sp.Expr | int = 2,
+    value_dim: sp.Expr, tp: sp.Expr, scalars: sp.Expr | int = 2, decay_rank: sp.Expr | int = 0,
 ) -> tuple[sp.Expr, sp.Expr]:  # fmt: skip
     """A linear-attention (state-space) layer's weights on one TP rank, as (replicated, split):
     the input projection to queries and keys (2·H_k·d_k), values and output gate (2·H_v·d_v)
@@ -268,11 +268,14 @@ def linear_state_params(
     Gated DeltaNet (Yang et al. 2024, as Qwen3-Next and Qwen3.5 implement it: in_proj_qkvz,
     in_proj_ba, out_proj) has s = 2 (decay and write strength); Mamba-2 (Dao & Gu 2024, §7:
     in_proj to z, x, B, C over G groups of N, and dt) has the same form with keys and queries
-    as B and C (H_k = G, d_k = N) and s = 1."""
+    as B and C (H_k = G, d_k = N) and s = 1. Kimi Delta Attention (Kimi Linear, Moonshot 2025:
+    q, k, v, a full-rank output gate, one write strength per head) adds a decay per key channel
+    through rank r, h·r whole on each rank and r·H_k·d_k split (f_a_proj, f_b_proj)."""
     qk = hidden * 2 * key_heads * key_dim * shard(key_heads, tp)
     vz = hidden * (2 * value_heads * value_dim + scalars * value_heads) * shard(value_heads, tp)
     out = value_heads * value_dim * hidden * shard(value_heads, tp)
-    return sp.Integer(0), qk + vz + out
+    decay = decay_rank * key_heads * key_dim * shard(key_heads, tp)
+    return hidden * decay_rank, qk + vz + out + decay
 
 
 @law(DIMENSIONLESS)

@@ -64,9 +64,10 @@ class Attention:
     @classmethod
     def of(cls, p: Pass) -> Attention:
         att = cls._dense(p)
-        if p.spec.attention_gate and p.spec.attention == "gqa":  # a gate as wide as the query
+        if p.spec.attention_gate:  # a sigmoid gate on the heads' output, split by heads
             m = p.m
-            gate = m.hidden * m.n_heads * m.head_dim * shard(m.n_heads, p.layout.tp)
+            width = m.head_dim if p.spec.attention == "gqa" else m.v_head_dim
+            gate = m.hidden * m.n_heads * width * shard(m.n_heads, p.layout.tp)
             att = attrs.evolve(att, split=att.split + gate)
         if p.spec.index_topk == 0:
             return att

@@ -6,9 +6,11 @@ Families: Llama 3 / Mistral / Qwen2 / Qwen3 (dense), Mixtral, Qwen3-MoE, MiniMax
 (GQA, sliding-window layers), DeepSeek-V3 / R1 and Kimi K2 / K2.5 (MLA, shared experts,
 node-limited routing), DeepSeek-V3.2 and GLM-5 (the same, with DeepSeek Sparse Attention),
 Qwen3.5 / Qwen3-Next (Gated DeltaNet layers), Nemotron-H / Nemotron-3 (Mamba-2 blocks, latent
-MoE). A config whose architecture needs physics this kind does not have (compressed attention,
-Kimi Delta Attention, chunked or block-sparse attention) is refused at the key that says so. Not modelled, as in the hand-written catalog: norms, biases, rotary details and MTP
-modules (under 0.1% of the weights, or not run by the engines priced).
+MoE), Kimi K3 (Kimi Delta Attention beside gated MLA, latent MoE). A config whose architecture
+needs physics this kind does not have (compressed attention, chunked or block-sparse
+attention) is refused at the key that says so. Not modelled, as in the hand-written catalog:
+norms, biases, rotary details and MTP modules (under 0.1% of the weights, or not run by the
+engines priced).
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ def _mla(d: Draft, hidden: int, shape: Shape) -> None:
             "self_attn.kv_b_proj": rkv * heads * (nope + v),
             "self_attn.o_proj": heads * v * hidden,
         },
-        range(shape.n_layers),
+        shape.attention_layers,
     )
 
 
@@ -431,14 +433,16 @@ def _qwen35_experts(d: Draft, hidden: int, shape: Shape) -> None:
 
 
 def _state_bits(d: Draft, key: str) -> None:
-    """The recurrent state's element as the config's ``key`` states it (FP32 when it does not)."""
+    """The recurrent state's element as the config's ``key`` states it (FP32 when it does not,
+    as the engines' linear-attention caches keep it)."""
     cfg = d.cfg
     dtype = cfg.value(key, "float32")
     bits = {"float32": 32.0, "bfloat16": 16.0, "float16": 16.0}.get(dtype)
     if bits is None:
         raise SpecError(cfg.file, cfg.key(key), f"is {dtype!r}", "float32, bfloat16 or float16")
-    d.put("state_bits", bits_text(bits),
-          f"config.json {cfg.key(key)} {dtype}: the recurrent state's element")  # fmt: skip
+    why = (f"config.json {cfg.key(key)} {dtype}: the recurrent state's element" if cfg.has(key)
+           else f"config.json states no {cfg.key(key)}: an FP32 state")  # fmt: skip
+    d.put("state_bits", bits_text(bits), why)
 
 
 def _linear_layers(d: Draft, hidden: int, linear: list[int], shape: Shape) -> None:
@@ -592,6 +596,110 @@ def _mamba(d: Draft, hidden: int, layers: list[int], shape: Shape) -> None:
                                 root="backbone")  # fmt: skip
 
 
+def _layer_list(cfg: HFConfig, block: dict[str, object], name: str, n: int) -> list[int]:
+    """A 1-based layer list of ``linear_attn_config``, as 0-based indices."""
+    layers = block.get(name)
+    key = f"{cfg.key('linear_attn_config')}.{name}"
+    if not isinstance(layers, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= n for i in layers
+    ):
+        raise SpecError(cfg.file, key, f"is {layers!r}", f"a list of layer numbers 1..{n}")
+    return [i - 1 for i in layers]
+
+
+def _kimi_linear(d: Draft) -> None:
+    """Kimi K3 (Kimi Linear): Kimi Delta Attention on ``linear_attn_config.kda_layers``, MLA
+    with an output gate on ``full_attn_layers``, leading dense layers, then MoE layers whose
+    routed experts work in a latent (``routed_expert_hidden_size``) beside shared experts at
+    the hidden size. AttnRes (``attn_res_block_size``) adds only elementwise work, not priced,
+    like the norms."""
+    cfg = d.cfg
+    block = cfg.value("linear_attn_config")
+    if not isinstance(block, dict):
+        raise SpecError(cfg.file, cfg.key("linear_attn_config"), "is not a table",
+                        "kda_layers, full_attn_layers, num_heads, head_dim")  # fmt: skip
+    if cfg.count("moe_layer_freq", 1) != 1:
+        raise SpecError(cfg.file, cfg.key("moe_layer_freq"), "is not 1: MoE on every n-th "
+                        f"layer is not expressible in {KIND} yet", "1")  # fmt: skip
+    n = d.take("n_layers", "num_hidden_layers")
+    kda = _layer_list(cfg, block, "kda_layers", n)
+    full = _layer_list(cfg, block, "full_attn_layers", n)
+    if sorted(kda + full) != list(range(n)):
+        raise SpecError(cfg.file, f"{cfg.key('linear_attn_config')}.kda_layers",
+                        "and full_attn_layers do not name each layer once",
+                        f"each of the {n} layers in one of the two lists")  # fmt: skip
+    k_dense = d.take("n_dense_layers", "first_k_dense_replace", default=0, minimum=0)
+    hidden = d.take("hidden", "hidden_size")
+    dense_width = d.take("dense_intermediate", "intermediate_size")
+    d.take("n_experts", "num_experts")
+    d.take("experts_per_token", "num_experts_per_token")
+    d.take("n_group", "num_expert_group", default=1)
+    d.take("topk_group", "topk_group", default=1)
+    shared = d.take("n_shared_experts", "num_shared_experts", default=0, minimum=0)
+    e_width = d.take("expert_intermediate", "moe_intermediate_size")
+    latent = cfg.count("routed_expert_hidden_size", hidden)
+    if latent != hidden:
+        d.put("moe_latent", latent, f"config.json {cfg.key('routed_expert_hidden_size')} "
+              f"{latent}: routed experts work in the latent")  # fmt: skip
+    shape = Shape(n, list(range(k_dense)))
+    shape.attention_layers = full
+    _mla(d, hidden, shape)
+    heads, v = cfg.count("num_attention_heads"), cfg.count("v_head_dim")
+    if cfg.value("mla_use_output_gate") is True:
+        d.put("attention_gate", 1, f"config.json {cfg.key('mla_use_output_gate')} true: a gate "
+              "of H·v_head_dim from the hidden state")  # fmt: skip
+        shape.attention += _modules({"self_attn.g_proj": hidden * heads * v}, full)
+    _kda(d, hidden, kda, block, shape)
+    d.put("vocab", cfg.count("vocab_size"), f"config.json {cfg.key('vocab_size')} "
+          f"{cfg.count('vocab_size')}")  # fmt: skip
+    moe = shape.moe_layers
+    shape.dense = _modules(_ffn("mlp", hidden, dense_width, GATE_UP_DOWN), shape.dense_layers)
+    shape.experts = _modules(_ffn("block_sparse_moe.experts.0", latent, e_width, W1_W3_W2), moe,
+                             expert=True)  # fmt: skip
+    if shared:
+        shape.shared = _modules(_ffn("block_sparse_moe.shared_experts", hidden, shared * e_width,
+                                     GATE_UP_DOWN), moe)  # fmt: skip
+    if latent != hidden:
+        shape.attention += _modules({"block_sparse_moe.routed_expert_down_proj": hidden * latent,
+                                     "block_sparse_moe.routed_expert_up_proj": latent * hidden},
+                                    moe)  # fmt: skip
+    _finish(d, hidden, shape, vocab_done=True)
+
+
+def _kda(d: Draft, hidden: int, layers: list[int], block: dict[str, object], shape: Shape) -> None:
+    """Kimi Delta Attention in the linear-attention fields (`linear_state_params`): q, k, v and
+    a full-rank output gate of H heads of d, one write strength per head, a per-channel decay
+    through rank d (f_a_proj, f_b_proj); the state d x d per head."""
+    cfg = d.cfg
+    where = cfg.key("linear_attn_config")
+    if block.get("use_full_rank_gate") is not True:
+        raise SpecError(cfg.file, f"{where}.use_full_rank_gate", "is not true: KDA's low-rank "
+                        f"output gate is not expressible in {KIND} yet", "true")  # fmt: skip
+    sizes = {}
+    for name in ("num_heads", "head_dim"):
+        value = block.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SpecError(cfg.file, f"{where}.{name}", f"is {value!r}", "an integer >= 1")
+        sizes[name] = value
+    heads, dim = sizes["num_heads"], sizes["head_dim"]
+    d.put("linear_layers", len(layers), f"config.json {where}.kda_layers: {len(layers)} of "
+          f"{shape.n_layers}")  # fmt: skip
+    for field in ("linear_key_heads", "linear_value_heads"):
+        d.put(field, heads, f"config.json {where}.num_heads {heads}")
+    for field in ("linear_key_dim", "linear_value_dim"):
+        d.put(field, dim, f"config.json {where}.head_dim {dim}")
+    d.put("linear_head_scalars", 1, "KDA's b_proj: one write strength per head")
+    d.put("linear_decay_rank", dim, f"KDA's per-channel decay through f_a_proj, f_b_proj of "
+          f"rank head_dim {dim}")  # fmt: skip
+    _state_bits(d, "mamba_ssm_dtype")
+    width = heads * dim
+    shape.attention += _modules({f"self_attn.{p}_proj": hidden * width for p in "qkvg"}
+                                | {"self_attn.b_proj": hidden * heads,
+                                   "self_attn.f_a_proj": hidden * dim,
+                                   "self_attn.f_b_proj": dim * width,
+                                   "self_attn.o_proj": width * hidden}, layers)  # fmt: skip
+
+
 def _finish(d: Draft, hidden: int, shape: Shape, vocab_done: bool = False) -> None:
     """The vocabulary and every component's precision and math."""
     cfg = d.cfg
@@ -669,18 +777,19 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "Qwen3_5MoeForConditionalGeneration": _qwen35,
     "Qwen3NextForCausalLM": _qwen35,
     "NemotronHForCausalLM": _nemotron_h,
+    "KimiLinearForCausalLM": _kimi_linear,
 }
 
 # NOT_YET keys a family reads itself
 HANDLED = {
     "NemotronHForCausalLM": ("hybrid_override_pattern", "mamba_num_heads", "moe_latent_size"),
+    "KimiLinearForCausalLM": ("linear_attn_config",),
 }
 
 
 # Architectures recognised but refused, at the config key that names what the kind lacks.
 NOT_YET_ARCHITECTURES = (
     "DeepseekV4ForCausalLM",
-    "KimiLinearForCausalLM",
     "KimiK3ForConditionalGeneration",
     "MiniMaxM3ForCausalLM",
     "MiniMaxM3SparseForCausalLM",

@@ -26,7 +26,7 @@ def linear_params(p: Pass) -> sp.Expr:
     m = p.m
     rep, split = linear_state_params(m.hidden, m.linear_key_heads, m.linear_value_heads,
                                      m.linear_key_dim, m.linear_value_dim, p.layout.tp,
-                                     m.linear_head_scalars)  # fmt: skip
+                                     m.linear_head_scalars, m.linear_decay_rank)  # fmt: skip
     return rep + split
 
 

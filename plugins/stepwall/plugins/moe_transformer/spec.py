@@ -118,6 +118,11 @@ class MoeTransformer:
         inclusive=True,
         default=2,
     )
+    linear_decay_rank: int = _zero_ok(
+        "rank of a per-channel decay gate, h -> r -> H_k·d_k (Kimi Delta Attention's f_a_proj, "
+        "f_b_proj: r = head_dim; 0: one decay per head, as in Gated DeltaNet and Mamba-2)",
+        "r_{f}",
+    )
     linear_chunk: int = _count(
         "tokens per chunk of the chunked prefill form (flash-linear-attention's Gated DeltaNet: "
         "64; Mamba-2: chunk_size)",
@@ -129,8 +134,9 @@ class MoeTransformer:
     )
     attention_gate: int = quantity(
         "dimensionless",
-        "1: attention layers gate their output with a second query-sized projection "
-        "(attn_output_gate); 0: no gate",
+        "1: attention layers gate their heads' output with a projection from the hidden state "
+        "(H·d_h wide in GQA: Qwen3.5's attn_output_gate; H·d_v in MLA: Kimi K3's "
+        "mla_use_output_gate); 0: no gate",
         latex="g_{a}",
         integer=True,
         minimum=0,
