@@ -254,7 +254,6 @@ def test_output_file_is_written_whole_and_valid(
 @pytest.mark.parametrize(
     ("folder", "key"),
     [
-        ("deepseek-ai--DeepSeek-V4-Flash", "compress_ratios"),
         ("MiniMaxAI--MiniMax-M3", "sparse_attention_config"),
         ("Qwen--Qwen3-0.6B", "tie_word_embeddings"),
     ],
@@ -324,6 +323,32 @@ TINY_KIMI = {
 }
 
 
+# a DeepSeek-V4 config: a window-only layer, a CSA and an HCA layer, then the MTP module's
+TINY_V4 = {
+    "architectures": ["DeepseekV4ForCausalLM"],
+    "num_hidden_layers": 3,
+    "compress_ratios": [0, 4, 128, 0],
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+    "q_lora_rank": 16,
+    "o_lora_rank": 16,
+    "o_groups": 2,
+    "sliding_window": 8,
+    "index_topk": 4,
+    "index_n_heads": 2,
+    "index_head_dim": 8,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "moe_intermediate_size": 32,
+    "expert_dtype": "fp4",
+    "hc_mult": 4,
+    "vocab_size": 100,
+}
+
+
 def _kda(**block: Any) -> dict[str, Any]:
     return {**TINY_KIMI, "linear_attn_config": {**KDA, **block}}
 
@@ -365,6 +390,12 @@ NEMOTRON_LISTED = {k: v for k, v in TINY_NEMOTRON.items() if k != "hybrid_overri
         (_kda(use_full_rank_gate=False), "linear_attn_config.use_full_rank_gate"),
         (_kda(num_heads=0), "linear_attn_config.num_heads"),
         ({**TINY_KIMI, "moe_layer_freq": 2}, "moe_layer_freq"),
+        ({**TINY_V4, "compress_ratios": [4, 8, 128, 0]}, "compress_ratios"),
+        ({**TINY_V4, "compress_ratios": [4, 128]}, "compress_ratios"),
+        ({**TINY_V4, "compress_ratios": [0, 4, -1, 0]}, "compress_ratios"),
+        ({**TINY_V4, "num_key_value_heads": 2}, "num_key_value_heads"),
+        ({**TINY_V4, "expert_dtype": "fp6"}, "expert_dtype"),
+        ({**TINY_LLAMA, "hc_mult": 4}, "hc_mult"),
     ],
 )
 def test_bad_configs_are_one_line_errors(
@@ -433,6 +464,17 @@ def test_block_pattern_and_block_list_import_alike(tmp_path: Path) -> None:
         16,
         2,
     )
+
+
+def test_compression_ratios_give_layer_kinds(tmp_path: Path) -> None:
+    """compress_ratios [0, 4, 128] over 3 layers (the fourth entry is the MTP module's): one
+    window-only layer, one CSA layer at 4 (the smaller ratio: the indexer's), one HCA at 128;
+    FP4 experts with an 8-bit scale per 32."""
+    got = _imported(TINY_V4, tmp_path / "v4")
+    assert (got["csa_layers"], got["csa_ratio"], got["hca_layers"], got["hca_ratio"]) == (
+        1, 4, 1, 128,
+    )  # fmt: skip
+    assert (got["expert_bits"], got["expert_math"]) == ("4.25 bit", "fp8")
 
 
 def test_kimi_linear_layers_are_one_based(tmp_path: Path) -> None:

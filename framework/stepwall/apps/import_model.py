@@ -10,6 +10,7 @@ from pathlib import Path
 from stepwall.spec.hf import Entry, HFConfig, Importer, importer_for, read_config, render
 from stepwall.spec.validation import Kinds, importers_of
 
+ATTENTION_NAMES = {"mla": "MLA", "gqa": "GQA", "compressed": "compressed attention"}
 HEADER = (
     "Written by `stepwall import-model` from a Hugging Face config: regenerate it rather than",
     'edit it, or start a spec of your own from it (from = "this-file") and override there.',
@@ -35,14 +36,18 @@ def _describe(cfg: HFConfig, entries: list[Entry]) -> str:
         if v["n_experts"]
         else "dense FFNs"
     )
-    window = (
-        f", a {v['sliding_window']}-token window on {v['sliding_layers']}"
-        if v.get("sliding_window")
-        else ""
-    )
+    if v["attention"] == "compressed":
+        window = (
+            f", a {v['sliding_window']}-token window on every layer, {v['csa_layers']} CSA and "
+            f"{v['hca_layers']} HCA layers"
+        )
+    elif v.get("sliding_window"):
+        window = f", a {v['sliding_window']}-token window on {v['sliding_layers']}"
+    else:
+        window = ""
     return (
         f"{cfg.architecture} as its config states it: {v['n_layers']} layers, {moe}; "
-        f"{v['attention'].upper()} with {v['n_heads']} heads{window}; experts "
+        f"{ATTENTION_NAMES[v['attention']]} with {v['n_heads']} heads{window}; experts "
         f"{v['expert_bits']}, attention {v['attention_bits']}, KV cache {v['kv_bits']}"
     )
 

@@ -185,6 +185,47 @@ def gqa_params(
     return sp.Integer(0), q_o + k_v
 
 
+@law((DIMENSIONLESS, DIMENSIONLESS))
+def compressed_attention_params(
+    hidden: sp.Expr, q_lora_rank: sp.Expr, n_heads: sp.Expr, head_dim: sp.Expr,
+    o_lora_rank: sp.Expr, o_groups: sp.Expr, tp: sp.Expr,
+) -> tuple[sp.Expr, sp.Expr]:  # fmt: skip
+    """DeepSeek-V4 attention weights per layer on one TP rank, as (replicated, split): the
+    query down-projection (h·r_q) and the one shared key-value head (h·d) whole on each rank;
+    the query up-projection (r_q·H·d) and the grouped low-rank output, each of G groups of H/G
+    heads down to r_o (H·d·r_o in all) and the G·r_o back to h, split by heads and groups
+    (DeepSeek-V4 inference/model.py: wq_a, wq_b, wkv, wo_a, wo_b)."""
+    replicated = hidden * q_lora_rank + hidden * head_dim
+    by_heads = (q_lora_rank * n_heads * head_dim + n_heads * head_dim * o_lora_rank) * shard(
+        n_heads, tp
+    )
+    return replicated, by_heads + o_groups * o_lora_rank * hidden * shard(o_groups, tp)
+
+
+@law(DIMENSIONLESS)
+def compressor_params(hidden: sp.Expr, head_dim: sp.Expr, overlap: sp.Expr | int) -> sp.Expr:
+    """A compressing layer's weights that pool each group of tokens into one entry: a key-value
+    and a weight projection of the hidden state, each c·d wide, where c = 2 for CSA's
+    overlapping groups and 1 for HCA's (DeepSeek-V4 inference/model.py Compressor: wkv,
+    wgate); whole on each rank."""
+    return 2 * hidden * overlap * head_dim
+
+
+@law(INFORMATION, bits=INFORMATION)
+def shared_kv_bytes(head_dim: sp.Expr, bits: sp.Expr) -> sp.Expr:
+    """DeepSeek-V4's cache entry: one d-element vector serving as both key and value for every
+    head (shared-KV MQA), whole on each TP rank."""
+    return head_dim * bits
+
+
+@law(DIMENSIONLESS, context=DIMENSIONLESS, window=DIMENSIONLESS, ratio=DIMENSIONLESS)
+def compressed_entries(context: sp.Expr, window: sp.Expr, ratio: sp.Expr) -> sp.Expr:
+    """Cache entries one layer of compressing attention keeps for S tokens: the last W
+    uncompressed (its sliding-window branch) and one per r tokens of the whole context,
+    S/r taken as a continuous count (DeepSeek-V4 report: CSA r = 4, HCA r = 128)."""
+    return min_of(context, window) + context / ratio
+
+
 @law(INFORMATION, bits=INFORMATION)
 def mla_kv_bytes(kv_lora_rank: sp.Expr, qk_rope_head_dim: sp.Expr, bits: sp.Expr) -> sp.Expr:
     """MLA KV cache per token per layer: the latent (r_kv + d_rope) elements, shared by all

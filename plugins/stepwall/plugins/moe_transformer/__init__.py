@@ -57,7 +57,7 @@ def stepwall_model_work(
     att = Attention.of(p)
     add_attention(p, att)
     add_dense(p)
-    parts = {"attention": att.layers * att.params * p.m.attention_bits, **dense_weights(p)}
+    parts = {"attention": att.weights * p.m.attention_bits, **dense_weights(p)}
     if p.spec.linear_layers > 0:
         parts["linear"] = add_linear(p)
     if p.has_moe:

@@ -1,7 +1,8 @@
-"""Attention of ``moe-transformer``: MLA or GQA projections, the attention kernel over the KV
-cache (sliding-window layers see at most W tokens of it; with DeepSeek Sparse Attention each
-query reads the k_I tokens its lightning indexer selects, and the indexer scores every cached
-index key), the cache's bytes, and what the attention laws assume of the architecture."""
+"""Attention of ``moe-transformer``: MLA, GQA or DeepSeek-V4's compressed projections, the
+attention kernel over the KV cache (sliding-window layers see at most W tokens of it; with
+DeepSeek Sparse Attention each query reads the k_I tokens its lightning indexer selects, and
+the indexer scores every cached index key; compressed attention keeps a window and one entry
+per r tokens), the cache's bytes, and what the attention laws assume of the architecture."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import attrs
 import sympy as sp
 
 from stepwall.core.laws import (
+    compressed_attention_params,
+    compressed_entries,
+    compressor_params,
     gqa_kv_bytes,
     gqa_params,
     gqa_score_flops,
@@ -25,6 +29,7 @@ from stepwall.core.laws import (
     mla_score_flops,
     paged_tokens,
     shard,
+    shared_kv_bytes,
 )
 from stepwall.core.symbols import min_of
 from stepwall.core.terms import Collective, Constraint, Op
@@ -33,8 +38,9 @@ from stepwall.plugins.moe_transformer.work import Pass
 
 # GEMM kernels per layer of each attention type (the engine adds norms, RoPE, quantisation):
 # MLA: fused q_a/kv_a down-projection, q_b, the absorbed k_b (UK) and v_b (UV), o;
-# GQA: fused qkv, o (DeepSeek-V2 §2.1; TensorRT-LLM blog 1 lists the same five MLA GEMMs).
-ATTENTION_GEMMS = {"mla": 5, "gqa": 2}
+# GQA: fused qkv, o (DeepSeek-V2 §2.1; TensorRT-LLM blog 1 lists the same five MLA GEMMs);
+# compressed: fused q_a/kv, q_b, the grouped o_a, o_b (DeepSeek-V4 inference/model.py).
+ATTENTION_GEMMS = {"mla": 5, "gqa": 2, "compressed": 4}
 
 # MLA's dimensions, each ≥ 1 where `mla_params`, `mla_kv_bytes` and the score laws use them:
 # a zero would silently drop a projection (r_q = 0: no query at all) or the cached latent.
@@ -60,6 +66,8 @@ class Attention:
     score: Callable[[sp.Expr], sp.Expr]
     prompt_score: Callable[[sp.Expr], sp.Expr]
     sparse: bool = False  # DeepSeek Sparse Attention: an indexer selects k_I tokens per query
+    compressed: bool = False  # DeepSeek-V4: a window and compressed entries per layer
+    extra: sp.Expr = sp.S.Zero  # weights over the layers besides layers x params
 
     @classmethod
     def of(cls, p: Pass) -> Attention:
@@ -69,6 +77,8 @@ class Attention:
             width = m.head_dim if p.spec.attention == "gqa" else m.v_head_dim
             gate = m.hidden * m.n_heads * width * shard(m.n_heads, p.layout.tp)
             att = attrs.evolve(att, split=att.split + gate)
+        if p.spec.attention == "compressed":
+            return cls._compressors(p, att)
         if p.spec.index_topk == 0:
             return att
         m = p.m
@@ -76,8 +86,33 @@ class Attention:
         return attrs.evolve(att, rep=rep, sparse=True)
 
     @classmethod
+    def _compressors(cls, p: Pass, att: Attention) -> Attention:
+        """DeepSeek-V4's compressing layers add their compressors (`compressor_params`: CSA's
+        over overlapping pairs of groups, c = 2; HCA's c = 1) and, on the CSA layers, a
+        lightning indexer with its own compressor of index keys, whole on each rank."""
+        m, spec = p.m, p.spec
+        extra = m.hca_layers * compressor_params(m.hidden, m.head_dim, 1)
+        sparse = spec.csa_layers > 0 and spec.index_topk > 0
+        if spec.csa_layers > 0:
+            extra += m.csa_layers * compressor_params(m.hidden, m.head_dim, 2)
+        if sparse:
+            indexer = indexer_params(m.hidden, m.q_lora_rank, m.index_heads, m.index_head_dim)
+            extra += m.csa_layers * (indexer + compressor_params(m.hidden, m.index_head_dim, 2))
+        return attrs.evolve(att, compressed=True, sparse=sparse, extra=extra)
+
+    @classmethod
     def _dense(cls, p: Pass) -> Attention:
         m, tp = p.m, p.layout.tp
+        if p.spec.attention == "compressed":
+            rep, split = compressed_attention_params(
+                m.hidden, m.q_lora_rank, m.n_heads, m.head_dim, m.o_lora_rank, m.o_groups, tp
+            )
+
+            def shared_score(ctx: sp.Expr) -> sp.Expr:  # keys and values: the one entry
+                return gqa_score_flops(m.head_dim, m.n_heads, tp, ctx)
+
+            kv_token = shared_kv_bytes(m.head_dim, m.kv_bits)
+            return cls(m, rep, split, kv_token, shared_score, shared_score)
         if p.spec.attention == "mla":
             rep, split = mla_params(m.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim,
                                     m.qk_rope_head_dim, m.v_head_dim, m.n_heads, tp)  # fmt: skip
@@ -105,6 +140,12 @@ class Attention:
         return self.rep + self.split
 
     @property
+    def weights(self) -> sp.Expr:
+        """Projection weights per GPU over all attention layers (compressors and indexers
+        that only some layers have included)."""
+        return self.layers * self.params + self.extra
+
+    @property
     def layers(self) -> sp.Expr:
         """Layers with attention: all but the linear-attention (state-space) ones."""
         return self.m.n_layers - self.m.linear_layers
@@ -114,29 +155,65 @@ class Attention:
         """Attention layers over the whole context: all but the sliding-window ones."""
         return self.layers - self.m.sliding_layers
 
+    @property
+    def window_layers(self) -> sp.Expr:
+        """Compressed attention's layers with the sliding window alone (ratio 0)."""
+        m = self.m
+        return self.layers - m.csa_layers - m.hca_layers
+
     def held(self, ctx: sp.Expr) -> sp.Expr:
         """Layer-tokens of KV cache one user keeps over all layers: L − L_w full layers, L_w
-        at a window of at most W tokens."""
+        at a window of at most W tokens; compressed attention keeps the window on every layer
+        and one entry per r tokens on its CSA and HCA layers (`compressed_entries`)."""
         m = self.m
+        if self.compressed:
+            window = self.window_layers * min_of(ctx, m.sliding_window)
+            csa = m.csa_layers * compressed_entries(ctx, m.sliding_window, m.csa_ratio)
+            return window + csa + m.hca_layers * compressed_entries(ctx, m.sliding_window,
+                                                                     m.hca_ratio)  # fmt: skip
         return self.full_layers * ctx + m.sliding_layers * min_of(ctx, m.sliding_window)
 
     def attended(self, ctx: sp.Expr) -> sp.Expr:
         """Layer-tokens of KV one query attends to: as `held`, but a sparse model's full
-        layers read only the k_I tokens its indexer selects (min(S, k_I))."""
+        layers read only the k_I tokens its indexer selects (min(S, k_I)), and CSA layers the
+        window and k_I of their S/r_c compressed entries."""
+        m = self.m
+        if self.compressed:
+            csa = min_of(ctx, m.sliding_window) + (
+                min_of(ctx / m.csa_ratio, m.index_topk) if self.sparse else ctx / m.csa_ratio
+            )
+            hca = m.hca_layers * compressed_entries(ctx, m.sliding_window, m.hca_ratio)
+            return self.window_layers * min_of(ctx, m.sliding_window) + m.csa_layers * csa + hca
         if not self.sparse:
             return self.held(ctx)
-        m = self.m
         return self.full_layers * min_of(ctx, m.index_topk) + (
             m.sliding_layers * min_of(ctx, m.sliding_window)
         )
 
+    def written(self, tokens: sp.Expr) -> sp.Expr:
+        """Layer-entries a prompt of ``tokens`` writes to the cache: one per token per layer;
+        compressed attention's entries as `held` counts them."""
+        return self.held(tokens) if self.compressed else self.layers * tokens
+
+    @property
+    def indexed_layers(self) -> sp.Expr:
+        """Layers whose lightning indexer scores cached index keys: DSA's full layers, or
+        compressed attention's CSA layers."""
+        return self.m.csa_layers if self.compressed else self.full_layers
+
+    def indexed(self, ctx: sp.Expr) -> sp.Expr:
+        """Index keys per indexed layer for ``ctx`` tokens: one per token, or one per
+        compressed CSA entry."""
+        return ctx / self.m.csa_ratio if self.compressed else ctx
+
     @property
     def index_token(self) -> sp.Expr:
-        """Index-key bytes per token over all full layers (0 for dense attention)."""
+        """Index-key bytes per token over all indexed layers (0 for dense attention)."""
         m = self.m
         if not self.sparse:
             return sp.Integer(0) * m.index_bits
-        return self.full_layers * index_key_bytes(m.index_head_dim, m.index_bits)
+        return self.indexed_layers * self.indexed(1) * index_key_bytes(m.index_head_dim,
+                                                                        m.index_bits)  # fmt: skip
 
     def cache_bytes(self, tokens: sp.Expr, tp: sp.Expr) -> sp.Expr:
         """Per-request cache bytes on one TP rank for ``tokens``: the KV (and index-key) cache,
@@ -159,7 +236,7 @@ def add_attention(p: Pass, att: Attention) -> None:
     """The projections, then the attention kernel over the KV cache: each user's tokens attend
     to its cached context plus, on average, half of its own new tokens."""
     m, spec, step = p.m, p.spec, p.step
-    p.gemm("attention.projections", att.layers * att.params, m.attention_bits, step.tokens_rank,
+    p.gemm("attention.projections", att.weights, m.attention_bits, step.tokens_rank,
            "attention", "attention projections (weights read once per step)",
            ATTENTION_GEMMS[spec.attention] * att.layers, spec.attention_math)  # fmt: skip
     attended, kv_token = att.attended, att.kv_token
@@ -167,7 +244,7 @@ def add_attention(p: Pass, att: Attention) -> None:
     prompt_ctx = step.tokens_per_user / 2 if p.prefill else step.prefill_context
     users_rank = step.users_per_rank
     kv_read = users_rank * attended(step.context + step.tokens_per_user) * kv_token
-    kv_read += step.prefill_tokens_rank * att.layers * kv_token  # new prompt KV written
+    kv_read += att.written(step.prefill_tokens_rank) * kv_token  # new prompt KV written
     # prompt tokens attend in expanded (multi-head) form, decode tokens in absorbed form
     score = att.prompt_score(1) if p.prefill else att.score(1)
     flops = users_rank * step.tokens_per_user * score * attended(decode_ctx)
@@ -193,15 +270,15 @@ def _indexer(p: Pass, att: Attention, decode_ctx: sp.Expr, prompt_ctx: sp.Expr) 
     selects the k_I tokens the attention kernel reads (one scoring and one top-k kernel per
     full layer)."""
     m, step = p.m, p.step
-    layers = att.full_layers
+    layers, keys = att.indexed_layers, att.indexed
     users_rank, new = step.users_per_rank, step.users_per_rank * step.tokens_per_user
     key_bytes = index_key_bytes(m.index_head_dim, m.index_bits)
-    read = users_rank * layers * (step.context + step.tokens_per_user) * key_bytes
-    read += step.prefill_tokens_rank * layers * key_bytes  # the prompt's keys written
+    read = users_rank * layers * keys(step.context + step.tokens_per_user) * key_bytes
+    read += layers * keys(step.prefill_tokens_rank) * key_bytes  # the prompt's keys written
     per_token = indexer_score_flops(m.index_heads, m.index_head_dim, 1)
-    scored = new * decode_ctx + step.prefill_tokens_rank * prompt_ctx  # as the kernel's
+    scored = new * keys(decode_ctx) + step.prefill_tokens_rank * keys(prompt_ctx)
     queries = new + step.prefill_tokens_rank
-    one_user = layers * (step.context + step.tokens_per_user) * key_bytes
+    one_user = layers * keys(step.context + step.tokens_per_user) * key_bytes
     return Op("attention.indexer", read, scored * layers * per_token, PLUGIN,
               "lightning indexer: each query scores every cached index key, then a top-k",
               "attention", 2 * p.batches * layers, p.lane, "attention", p.spec.index_math,
@@ -226,6 +303,8 @@ def head_constraints(m: Any, spec: Any) -> list[Constraint]:
                        "dimension", (f"model.{name}", "model.index_topk"), PLUGIN)
             for name in ("index_heads", "index_head_dim")
         ]  # fmt: skip
+    if spec.attention == "compressed":
+        return [*sparse, *_compressed_constraints(m)]
     if spec.attention == "gqa":
         return [
             *sparse,
@@ -240,4 +319,30 @@ def head_constraints(m: Any, spec: Any) -> list[Constraint]:
         *sparse,
         *(Constraint(f"mla_{name}_positive", getattr(m, name) >= 1, why, (f"model.{name}",),
                      PLUGIN) for name, why in MLA_DIMS.items()),
+    ]  # fmt: skip
+
+
+def _compressed_constraints(m: Any) -> list[Constraint]:
+    """What `compressed_attention_params` and `compressed_entries` assume: a window of W ≥ 1
+    on every layer (so ``sliding_layers``, a subset with a window, does not enter), CSA and HCA
+    layers among the attention layers, an output rank r_o ≥ 1, and an indexer wherever CSA
+    selects."""
+    keys = ("model.csa_layers", "model.hca_layers", "model.n_layers", "model.linear_layers")
+    return [
+        Constraint("compressed_window_positive", m.sliding_window >= 1,
+                   "compressed attention keeps a sliding window of W ≥ 1 tokens on every layer",
+                   ("model.sliding_window",), PLUGIN),
+        Constraint("compressed_layers_within_layers",
+                   m.csa_layers + m.hca_layers <= m.n_layers - m.linear_layers,
+                   "CSA and HCA layers are disjoint subsets of the attention layers", keys,
+                   PLUGIN),
+        Constraint("o_lora_rank_positive", m.o_lora_rank >= 1,
+                   "compressed attention's output groups reduce to r_o ≥ 1 dimensions",
+                   ("model.o_lora_rank",), PLUGIN),
+        Constraint("o_groups_within_heads", m.o_groups <= m.n_heads,
+                   "each output group holds at least one head", ("model.o_groups", "model.n_heads"),
+                   PLUGIN),
+        Constraint("csa_needs_indexer", m.index_topk >= sp.Min(m.csa_layers, 1),
+                   "a CSA layer's indexer selects index_topk ≥ 1 compressed entries",
+                   ("model.index_topk", "model.csa_layers"), PLUGIN),
     ]  # fmt: skip

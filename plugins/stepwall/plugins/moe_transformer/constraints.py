@@ -133,6 +133,9 @@ def layout_constraints(scenario: Scenario, layout: Layout) -> list[Constraint]:
         _divides("dense_intermediate_by_tp", tp, m.dense_intermediate,
                  ("parallel.tp", "model.dense_intermediate"), "dense FFN columns"),
     ]  # fmt: skip
+    if spec.attention == "compressed":
+        out.append(_divides("o_groups_by_tp", tp, m.o_groups, ("parallel.tp", "model.o_groups"),
+                            "output groups"))  # fmt: skip
     if gqa:
         out.append(
             Constraint(

@@ -6,11 +6,11 @@ Families: Llama 3 / Mistral / Qwen2 / Qwen3 (dense), Mixtral, Qwen3-MoE, MiniMax
 (GQA, sliding-window layers), DeepSeek-V3 / R1 and Kimi K2 / K2.5 (MLA, shared experts,
 node-limited routing), DeepSeek-V3.2 and GLM-5 (the same, with DeepSeek Sparse Attention),
 Qwen3.5 / Qwen3-Next (Gated DeltaNet layers), Nemotron-H / Nemotron-3 (Mamba-2 blocks, latent
-MoE), Kimi K3 (Kimi Delta Attention beside gated MLA, latent MoE). A config whose architecture
-needs physics this kind does not have (compressed attention, chunked or block-sparse
-attention) is refused at the key that says so. Not modelled, as in the hand-written catalog:
-norms, biases, rotary details and MTP modules (under 0.1% of the weights, or not run by the
-engines priced).
+MoE), Kimi K3 (Kimi Delta Attention beside gated MLA, latent MoE), DeepSeek-V4 (compressed
+attention, FP4 experts). A config whose architecture needs physics this kind does not have
+(chunked or block-sparse attention) is refused at the key that says so. Not modelled, as in
+the hand-written catalog: norms, biases, rotary details and MTP modules (under 0.1% of the
+weights, or not run by the engines priced).
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from functools import partial
 import attrs
 
 from stepwall.core.errors import SpecError
-from stepwall.spec.hf import Entry, HFConfig, Module, bits_text
+from stepwall.spec.hf import Entry, HFConfig, Module, Precision, bits_text
 
 KIND = "moe-transformer"
 
 # Config keys that mean physics this kind lacks (issue: architectures in), and what it is.
 NOT_YET = {
     "compress_ratios": "compressed attention with per-layer ratios (DeepSeek-V4)",
+    "hc_mult": "hyper-connections (several residual streams)",
     "linear_attn_config": "linear attention layers beside full attention (Kimi Delta Attention)",
     "hybrid_override_pattern": "Mamba-2 state-space layers interleaved with attention",
     "mamba_num_heads": "Mamba-2 state-space layers",
@@ -700,14 +701,114 @@ def _kda(d: Draft, hidden: int, layers: list[int], block: dict[str, object], sha
                                    "self_attn.o_proj": width * hidden}, layers)  # fmt: skip
 
 
-def _finish(d: Draft, hidden: int, shape: Shape, vocab_done: bool = False) -> None:
-    """The vocabulary and every component's precision and math."""
+def _deepseek_v4(d: Draft) -> None:
+    """DeepSeek-V4 (Flash, Pro): compressed attention (a 128-token window on every layer, CSA
+    layers with one entry per 4 tokens and an indexer selecting index_topk of them, HCA layers
+    with one entry per 128 tokens; one shared key-value head of head_dim; a grouped low-rank
+    output), then MoE on every layer with a shared expert and FP4 experts. Not priced:
+    hyper-connections (hc_mult residual streams: small mixing weights, elementwise work) and
+    the hash routing of the first num_hash_layers (the same expert work as learned routing)."""
+    cfg = d.cfg
+    n = d.take("n_layers", "num_hidden_layers")
+    ratios = cfg.value("compress_ratios")
+    if (
+        not isinstance(ratios, list)
+        or len(ratios) < n
+        or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ratios)
+    ):
+        raise SpecError(cfg.file, cfg.key("compress_ratios"), f"is {ratios!r}"[:80],
+                        f"at least {n} whole ratios ≥ 0, one per layer")  # fmt: skip
+    layers = ratios[:n]  # a further entry is the MTP module's
+    kinds = sorted(set(layers) - {0})
+    if len(kinds) > 2:
+        raise SpecError(cfg.file, cfg.key("compress_ratios"), f"has ratios {kinds}",
+                        "at most two compression ratios (CSA's and HCA's) besides 0")  # fmt: skip
+    k_dense = d.take("n_dense_layers", "first_k_dense_replace", default=0, minimum=0)
+    hidden = d.take("hidden", "hidden_size")
+    e_width = cfg.count("moe_intermediate_size")
+    d.put("dense_intermediate", e_width, "no dense layers: the expert width, which enters no cost")
+    d.take("n_experts", "n_routed_experts")
+    d.take("experts_per_token", "num_experts_per_tok")
+    d.take("n_group", "n_group", default=1)
+    d.take("topk_group", "topk_group", default=1)
+    shared = d.take("n_shared_experts", "n_shared_experts", default=0, minimum=0)
+    d.put("expert_intermediate", e_width, f"config.json {cfg.key('moe_intermediate_size')} "
+          f"{e_width}")  # fmt: skip
+    shape = Shape(n, list(range(k_dense)))
+    _compressed_attention(d, hidden, layers, kinds, shape)
+    d.put("vocab", cfg.count("vocab_size"), f"config.json {cfg.key('vocab_size')} "
+          f"{cfg.count('vocab_size')}")  # fmt: skip
+    shape.experts = _modules(_ffn("ffn.experts.0", hidden, e_width, W1_W3_W2), shape.moe_layers,
+                             expert=True)  # fmt: skip
+    if shared:
+        shape.shared = _modules(_ffn("ffn.shared_experts", hidden, shared * e_width, W1_W3_W2),
+                                shape.moe_layers)  # fmt: skip
+    experts = None
+    if cfg.value("expert_dtype") == "fp4":
+        experts = Precision(4 + 8 / 32, "fp8", 8.0, f"config.json {cfg.key('expert_dtype')} fp4: "
+                            "FP4 e2m1 with one UE8M0 scale per 32 (scale_fmt ue8m0), the "
+                            "block-FP8 scheme's FP8 activations (W4A8)")  # fmt: skip
+    elif cfg.has("expert_dtype"):
+        raise SpecError(cfg.file, cfg.key("expert_dtype"), f"is {cfg.value('expert_dtype')!r}",
+                        "fp4, or absent (the checkpoint's scheme)")  # fmt: skip
+    _finish(d, hidden, shape, vocab_done=True, experts=experts)
+
+
+def _compressed_attention(
+    d: Draft, hidden: int, layers: list[int], kinds: list[int], shape: Shape
+) -> None:
+    """DeepSeek-V4's attention fields: the smaller nonzero ratio is CSA's (the indexer's
+    layers), the larger HCA's; ratio 0 is the window alone."""
+    cfg = d.cfg
+    d.put("attention", "compressed", "compressed attention (config.json compress_ratios)")
+    heads = d.take("n_heads", "num_attention_heads")
+    if cfg.count("num_key_value_heads", 1) != 1:
+        raise SpecError(cfg.file, cfg.key("num_key_value_heads"), "is not 1: compressed "
+                        "attention shares one key-value head", "1")  # fmt: skip
+    head_dim = d.take("head_dim", "head_dim")
+    rq = d.take("q_lora_rank", "q_lora_rank")
+    ro = d.take("o_lora_rank", "o_lora_rank")
+    groups = d.take("o_groups", "o_groups", default=1)
+    d.take("sliding_window", "sliding_window")
+    names = (("csa", "CSA"), ("hca", "HCA"))
+    for (field, what), ratio in zip(names, [*kinds, *([None] * (2 - len(kinds)))], strict=True):
+        count = layers.count(ratio) if ratio is not None else 0
+        d.put(f"{field}_layers", count, f"config.json {cfg.key('compress_ratios')}: {count} "
+              f"layers at {ratio}" if ratio else f"no {what} layers")  # fmt: skip
+        if ratio:
+            d.put(f"{field}_ratio", ratio, f"config.json {cfg.key('compress_ratios')} {ratio}")
+    if kinds:
+        d.take("index_topk", "index_topk")
+        d.take("index_heads", "index_n_heads")
+        d.take("index_head_dim", "index_head_dim")
+        d.put("index_bits", bits_text(4.0), "FP4 index keys (as aiconfigurator's DeepSeek-V4 "
+              "cache model keeps them)")  # fmt: skip
+        d.put("index_math", "fp8", "the indexer's scores in FP8 (DeepSeek-V3.2-Exp report §2.1)")
+    attn = {
+        "attn.wq_a": hidden * rq,
+        "attn.wq_b": rq * heads * head_dim,
+        "attn.wkv": hidden * head_dim,
+        "attn.wo_a": heads * head_dim * ro,
+        "attn.wo_b": groups * ro * hidden,
+    }
+    shape.attention = _modules(attn, shape.attention_layers)
+
+
+def _finish(
+    d: Draft,
+    hidden: int,
+    shape: Shape,
+    vocab_done: bool = False,
+    experts: Precision | None = None,
+) -> None:
+    """The vocabulary and every component's precision and math (the routed experts' as
+    ``experts`` states it, where the config names their format apart)."""
     cfg = d.cfg
     vocab = cfg.count("vocab_size")
     if not vocab_done:
         d.put("vocab", vocab, f"config.json {cfg.key('vocab_size')} {vocab}")
     plain, plain_why = cfg.dtype_bits
-    experts = cfg.precision(shape.experts)
+    experts = experts or cfg.precision(shape.experts)
     parts = (
         ("expert", shape.experts, "routed experts", experts),
         ("shared_expert", shape.shared, "shared experts", None),
@@ -778,18 +879,19 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "Qwen3NextForCausalLM": _qwen35,
     "NemotronHForCausalLM": _nemotron_h,
     "KimiLinearForCausalLM": _kimi_linear,
+    "DeepseekV4ForCausalLM": _deepseek_v4,
 }
 
 # NOT_YET keys a family reads itself
 HANDLED = {
     "NemotronHForCausalLM": ("hybrid_override_pattern", "mamba_num_heads", "moe_latent_size"),
     "KimiLinearForCausalLM": ("linear_attn_config",),
+    "DeepseekV4ForCausalLM": ("compress_ratios", "hc_mult"),
 }
 
 
 # Architectures recognised but refused, at the config key that names what the kind lacks.
 NOT_YET_ARCHITECTURES = (
-    "DeepseekV4ForCausalLM",
     "KimiK3ForConditionalGeneration",
     "MiniMaxM3ForCausalLM",
     "MiniMaxM3SparseForCausalLM",

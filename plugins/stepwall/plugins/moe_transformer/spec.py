@@ -67,7 +67,13 @@ class MoeTransformer:
         "hidden size around them (moe_latent_size; 0: experts at the hidden size)",
         r"h_{\ell}",
     )
-    attention: str = choice(("mla", "gqa"), "attention type", default="mla")
+    attention: str = choice(
+        ("mla", "gqa", "compressed"),
+        "attention type: MLA, GQA, or DeepSeek-V4's compressed attention (one shared key-value "
+        "head of head_dim, a sliding window on every layer, compressed entries on csa_layers "
+        "and hca_layers)",
+        default="mla",
+    )
     n_heads: int = _count("attention heads", "H")
     n_kv_heads: int = _count("KV heads (GQA)", "H_{kv}", default=1)
     head_dim: int = _count("head dimension (GQA)", "d_{h}", default=128)
@@ -144,6 +150,26 @@ class MoeTransformer:
         maximum=1,
         default=0,
     )
+    o_lora_rank: int = _zero_ok(
+        "compressed attention: each output group's low-rank width (o_lora_rank)", "r_{o}"
+    )
+    o_groups: int = _count(
+        "compressed attention: groups of heads the output projection reduces apart (o_groups)",
+        "G_{o}",
+        default=1,
+    )
+    csa_layers: int = _zero_ok(
+        "compressed attention: layers whose compressed entries (one per csa_ratio tokens) the "
+        "indexer selects index_topk of (DeepSeek-V4's CSA)",
+        "L_{c}",
+    )
+    csa_ratio: int = _count("tokens per compressed entry in a CSA layer", "r_{c}", default=4)
+    hca_layers: int = _zero_ok(
+        "compressed attention: layers attending to all of their heavily compressed entries, one "
+        "per hca_ratio tokens (DeepSeek-V4's HCA)",
+        "L_{h}",
+    )
+    hca_ratio: int = _count("tokens per compressed entry in an HCA layer", "r_{h}", default=128)
     index_topk: int = _zero_ok(
         "tokens DeepSeek Sparse Attention's indexer selects per query (0: dense attention)",
         "k_{I}",
