@@ -254,8 +254,7 @@ def test_output_file_is_written_whole_and_valid(
 @pytest.mark.parametrize(
     ("folder", "key"),
     [
-        ("MiniMaxAI--MiniMax-M3", "sparse_attention_config"),
-        ("Qwen--Qwen3-0.6B", "tie_word_embeddings"),
+        ("meta-llama--Llama-4-Scout-17B-16E-Instruct", "text_config.attention_chunk_size"),
     ],
 )
 def test_inexpressible_architectures_are_refused_at_their_key(
@@ -349,6 +348,33 @@ TINY_V4 = {
 }
 
 
+# a MiniMax-M3 config: a dense layer with dense attention, a MoE layer with sparse attention
+MSA = {"use_sparse_attention": True, "sparse_attention_freq": [0, 1], "sparse_topk_blocks": 2,
+       "sparse_block_size": 4, "sparse_num_index_heads": 2, "sparse_index_dim": 8}  # fmt: skip
+TINY_M3 = {
+    "architectures": ["MiniMaxM3ForCausalLM"],
+    "num_hidden_layers": 2,
+    "first_k_dense_replace": 1,
+    "moe_layer_freq": [0, 1],
+    "hidden_size": 64,
+    "dense_intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "n_shared_experts": 1,
+    "shared_intermediate_size": 32,
+    "sparse_attention_config": MSA,
+    "vocab_size": 100,
+}
+
+
+def _msa(**block: Any) -> dict[str, Any]:
+    return {**TINY_M3, "sparse_attention_config": {**MSA, **block}}
+
+
 def _kda(**block: Any) -> dict[str, Any]:
     return {**TINY_KIMI, "linear_attn_config": {**KDA, **block}}
 
@@ -396,6 +422,11 @@ NEMOTRON_LISTED = {k: v for k, v in TINY_NEMOTRON.items() if k != "hybrid_overri
         ({**TINY_V4, "num_key_value_heads": 2}, "num_key_value_heads"),
         ({**TINY_V4, "expert_dtype": "fp6"}, "expert_dtype"),
         ({**TINY_LLAMA, "hc_mult": 4}, "hc_mult"),
+        ({**TINY_LLAMA, "attention_chunk_size": 8192}, "attention_chunk_size"),
+        (_msa(use_sparse_attention=False), "sparse_attention_config"),
+        (_msa(sparse_attention_freq=[0, 1, 1]), "sparse_attention_config.sparse_attention_freq"),
+        (_msa(sparse_topk_blocks=0), "sparse_attention_config.sparse_topk_blocks"),
+        ({**TINY_M3, "moe_layer_freq": [1, 0]}, "moe_layer_freq"),
     ],
 )
 def test_bad_configs_are_one_line_errors(
@@ -477,9 +508,27 @@ def test_compression_ratios_give_layer_kinds(tmp_path: Path) -> None:
     assert (got["expert_bits"], got["expert_math"]) == ("4.25 bit", "fp8")
 
 
+def test_sparse_attention_blocks_give_tokens(tmp_path: Path) -> None:
+    """MiniMax Sparse Attention selects 2 blocks of 4 tokens: index_topk 8 tokens, on the
+    layer sparse_attention_freq marks 1; the other attends densely."""
+    got = _imported(TINY_M3, tmp_path / "m3")
+    assert (got["index_topk"], got["dense_attention_layers"], got["n_dense_layers"]) == (8, 1, 1)
+
+
 def test_kimi_linear_layers_are_one_based(tmp_path: Path) -> None:
     """kda_layers [1] and full_attn_layers [2] name the first and second layer: one KDA layer
     (the dense one, first_k_dense_replace absent: none), one MLA layer."""
     got = _imported(TINY_KIMI, tmp_path / "kimi")
     assert (got["n_layers"], got["linear_layers"], got["moe_latent"]) == (2, 1, 32)
     assert got["linear_decay_rank"] == got["linear_key_dim"] == 16
+
+
+def test_tied_embeddings_hold_one_matrix() -> None:
+    """Qwen3-0.6B ties its LM head to the embedding (tie_word_embeddings): one V x h matrix
+    less is resident than untied (151,936 x 1,024 BF16), and the LM head's GEMM still reads it."""
+    inline = "model=qwen3-0.6b,hardware=h200,cluster=hgx-h200-ib,engine=trtllm"
+    sets = ["parallel.tp=1", "workload.concurrency=1", "workload.context=1024"]
+    tied = build_model(inline, sets).evaluate()
+    untied = build_model(inline, [*sets, "model.tie_embeddings=0"]).evaluate()
+    assert untied["weight_bytes_per_gpu"] - tied["weight_bytes_per_gpu"] == 151936 * 1024 * 2
+    assert tied["ops"]["lm_head"] == untied["ops"]["lm_head"]

@@ -143,3 +143,36 @@ def test_prefill_attention_against_the_module_table() -> None:
     ev = model.evaluate({"workload.concurrency": batch, "workload.input_tokens": prompt})
     err = _attention_group(ev, batch.shape) / (per_layer * L) - 1
     assert float(np.sqrt(np.mean(err**2))) < 0.5
+
+
+# --- MiniMax Sparse Attention (MiniMax-M3: tests/data/hf/MiniMaxAI--MiniMax-M3): 57 of 60
+# layers select 16 blocks of 128 tokens; 3 attend densely; GQA 4 KV heads of 128, BF16
+M3 = "model=minimax-m3,hardware=b200,cluster=hgx-b200-ib,engine=sglang"
+M3_L, M3_DENSE, M3_KV, M3_D, M3_K, M3_HI, M3_DI = 60, 3, 4, 128, 2048, 4, 128
+
+
+def _m3(context: int, users: int = 2) -> dict[str, Any]:
+    sets = ['workload.kind="decode"', f"workload.concurrency={users}",
+            f"workload.context={context}", "parallel.tp=4", "parallel.ep=1"]  # fmt: skip
+    return build_model(M3, sets).evaluate()
+
+
+def test_msa_sparse_layers_read_their_blocks_and_dense_layers_everything() -> None:
+    """Past 2,048 cached tokens only the 3 dense-attention layers read more: one KV head per
+    TP-4 rank, 2·128 BF16 elements per token each."""
+    users, a, b = 2, 16384, 32768
+    grown = (
+        _m3(b, users)["ops"]["attention.core"]["bytes"]
+        - _m3(a, users)["ops"]["attention.core"]["bytes"]
+    )
+    assert grown == pytest.approx(users * M3_DENSE * (b - a) * 2 * M3_D * 2)
+
+
+def test_msa_indexer_scores_every_key_of_its_layers() -> None:
+    """The 57 sparse layers' indexers score all S + ½ cached keys with H_I·d_I multiply-adds
+    and read each user's BF16 index keys once; the dense layers have none."""
+    users, context = 2, 8192
+    op = _m3(context, users)["ops"]["attention.indexer"]
+    sparse = M3_L - M3_DENSE
+    assert op["flops"] == pytest.approx(users * sparse * 2 * M3_HI * M3_DI * (context + 0.5))
+    assert op["bytes"] == pytest.approx(users * sparse * (context + 1) * M3_DI * 2)

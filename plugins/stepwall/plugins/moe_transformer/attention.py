@@ -67,7 +67,8 @@ class Attention:
     prompt_score: Callable[[sp.Expr], sp.Expr]
     sparse: bool = False  # DeepSeek Sparse Attention: an indexer selects k_I tokens per query
     compressed: bool = False  # DeepSeek-V4: a window and compressed entries per layer
-    extra: sp.Expr = sp.S.Zero  # weights over the layers besides layers x params
+    indexer: sp.Expr = sp.S.Zero  # weights per indexed layer of the lightning indexer
+    extra: sp.Expr = sp.S.Zero  # weights over the layers besides these (compressors)
 
     @classmethod
     def of(cls, p: Pass) -> Attention:
@@ -82,8 +83,10 @@ class Attention:
         if p.spec.index_topk == 0:
             return att
         m = p.m
-        rep = att.rep + indexer_params(m.hidden, m.q_lora_rank, m.index_heads, m.index_head_dim)
-        return attrs.evolve(att, rep=rep, sparse=True)
+        # the indexer's queries come from MLA's query latent, or from the hidden state (GQA)
+        source = m.q_lora_rank if p.spec.attention == "mla" else m.hidden
+        indexer = indexer_params(m.hidden, source, m.index_heads, m.index_head_dim)
+        return attrs.evolve(att, indexer=indexer, sparse=True)
 
     @classmethod
     def _compressors(cls, p: Pass, att: Attention) -> Attention:
@@ -95,10 +98,11 @@ class Attention:
         sparse = spec.csa_layers > 0 and spec.index_topk > 0
         if spec.csa_layers > 0:
             extra += m.csa_layers * compressor_params(m.hidden, m.head_dim, 2)
+        indexer = sp.S.Zero
         if sparse:
             indexer = indexer_params(m.hidden, m.q_lora_rank, m.index_heads, m.index_head_dim)
-            extra += m.csa_layers * (indexer + compressor_params(m.hidden, m.index_head_dim, 2))
-        return attrs.evolve(att, compressed=True, sparse=sparse, extra=extra)
+            indexer += compressor_params(m.hidden, m.index_head_dim, 2)
+        return attrs.evolve(att, compressed=True, sparse=sparse, indexer=indexer, extra=extra)
 
     @classmethod
     def _dense(cls, p: Pass) -> Attention:
@@ -141,9 +145,9 @@ class Attention:
 
     @property
     def weights(self) -> sp.Expr:
-        """Projection weights per GPU over all attention layers (compressors and indexers
-        that only some layers have included)."""
-        return self.layers * self.params + self.extra
+        """Projection weights per GPU over all attention layers, with the indexers of the
+        indexed layers and the compressors of the compressing ones."""
+        return self.layers * self.params + self.indexed_layers * self.indexer + self.extra
 
     @property
     def layers(self) -> sp.Expr:
@@ -186,8 +190,11 @@ class Attention:
             return self.window_layers * min_of(ctx, m.sliding_window) + m.csa_layers * csa + hca
         if not self.sparse:
             return self.held(ctx)
-        return self.full_layers * min_of(ctx, m.index_topk) + (
-            m.sliding_layers * min_of(ctx, m.sliding_window)
+        dense = m.dense_attention_layers * ctx
+        return (
+            self.indexed_layers * min_of(ctx, m.index_topk)
+            + dense
+            + (m.sliding_layers * min_of(ctx, m.sliding_window))
         )
 
     def written(self, tokens: sp.Expr) -> sp.Expr:
@@ -197,9 +204,14 @@ class Attention:
 
     @property
     def indexed_layers(self) -> sp.Expr:
-        """Layers whose lightning indexer scores cached index keys: DSA's full layers, or
-        compressed attention's CSA layers."""
-        return self.m.csa_layers if self.compressed else self.full_layers
+        """Layers whose lightning indexer scores cached index keys: the full layers but the
+        dense-attention ones (DSA, MiniMax Sparse Attention), or compressed attention's CSA
+        layers; none without an indexer."""
+        if not self.sparse:
+            return sp.S.Zero
+        if self.compressed:
+            return self.m.csa_layers
+        return self.full_layers - self.m.dense_attention_layers
 
     def indexed(self, ctx: sp.Expr) -> sp.Expr:
         """Index keys per indexed layer for ``ctx`` tokens: one per token, or one per
@@ -303,6 +315,11 @@ def head_constraints(m: Any, spec: Any) -> list[Constraint]:
                        "dimension", (f"model.{name}", "model.index_topk"), PLUGIN)
             for name in ("index_heads", "index_head_dim")
         ]  # fmt: skip
+        sparse.append(Constraint(
+            "dense_attention_within_full_layers",
+            m.dense_attention_layers <= m.n_layers - m.linear_layers - m.sliding_layers,
+            "dense-attention layers are full-attention layers without the indexer",
+            ("model.dense_attention_layers", "model.n_layers"), PLUGIN))  # fmt: skip
     if spec.attention == "compressed":
         return [*sparse, *_compressed_constraints(m)]
     if spec.attention == "gqa":

@@ -45,10 +45,11 @@ def add_dense(p: Pass) -> None:
 
 
 def dense_weights(p: Pass) -> dict[str, sp.Expr]:
-    """Bytes per GPU of the dense FFN and of the embeddings (input embedding and LM head)."""
+    """Bytes per GPU of the dense FFN and of the embeddings: the input embedding and the LM
+    head, or the one matrix both use when they are tied (tie_word_embeddings)."""
     return {
         "dense": _ffn(p) * p.m.dense_bits,
-        "embeddings": 2 * _head(p) * p.m.embedding_bits,
+        "embeddings": (2 - p.m.tie_embeddings) * _head(p) * p.m.embedding_bits,
     }
 
 

@@ -7,8 +7,9 @@ Families: Llama 3 / Mistral / Qwen2 / Qwen3 (dense), Mixtral, Qwen3-MoE, MiniMax
 node-limited routing), DeepSeek-V3.2 and GLM-5 (the same, with DeepSeek Sparse Attention),
 Qwen3.5 / Qwen3-Next (Gated DeltaNet layers), Nemotron-H / Nemotron-3 (Mamba-2 blocks, latent
 MoE), Kimi K3 (Kimi Delta Attention beside gated MLA, latent MoE), DeepSeek-V4 (compressed
-attention, FP4 experts). A config whose architecture needs physics this kind does not have
-(chunked or block-sparse attention) is refused at the key that says so. Not modelled, as in
+attention, FP4 experts), MiniMax-M3 (MiniMax Sparse Attention). A config whose architecture
+needs physics this kind does not have (chunked attention) is refused at the key that says
+so. Not modelled, as in
 the hand-written catalog: norms, biases, rotary details and MTP modules (under 0.1% of the
 weights, or not run by the engines priced).
 """
@@ -72,13 +73,6 @@ def _refuse_unexpressible(cfg: HFConfig) -> None:
                 f"{what}: not expressible in {KIND} yet",
                 f"a model of the families {KIND} imports (stepwall import-model --help lists them)",
             )
-    if cfg.value("tie_word_embeddings") is True:
-        raise SpecError(
-            cfg.file,
-            cfg.key("tie_word_embeddings"),
-            f"tied input and output embeddings: not expressible in {KIND} yet",
-            "an untied model (the kind prices the embedding and LM head apart)",
-        )
 
 
 def _names(suffix: str, layers: Iterable[int], root: str) -> list[tuple[str, ...]]:
@@ -701,6 +695,90 @@ def _kda(d: Draft, hidden: int, layers: list[int], block: dict[str, object], sha
                                    "self_attn.o_proj": width * hidden}, layers)  # fmt: skip
 
 
+def _sparse_block(cfg: HFConfig, block: dict[str, object], name: str) -> int:
+    value = block.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SpecError(cfg.file, f"{cfg.key('sparse_attention_config')}.{name}",
+                        f"is {value!r}", "an integer >= 1")  # fmt: skip
+    return value
+
+
+def _minimax_m3(d: Draft) -> None:
+    """MiniMax-M3: GQA with MiniMax Sparse Attention on the layers ``sparse_attention_freq``
+    marks (a lightning indexer of ``sparse_num_index_heads`` query heads over one index key of
+    ``sparse_index_dim`` per token scores every cached key; each query attends to
+    ``sparse_topk_blocks`` blocks of ``sparse_block_size`` tokens, its local block among them),
+    dense attention on the others; leading dense layers, then routed experts and shared
+    experts. The vision tower and the MTP modules are not priced."""
+    cfg = d.cfg
+    block = cfg.value("sparse_attention_config")
+    where = cfg.key("sparse_attention_config")
+    if not isinstance(block, dict) or block.get("use_sparse_attention") is not True:
+        raise SpecError(cfg.file, where, "is not a sparse-attention table in use",
+                        "use_sparse_attention = true with its block and index sizes")  # fmt: skip
+    n = d.take("n_layers", "num_hidden_layers")
+    freq = block.get("sparse_attention_freq")
+    if not isinstance(freq, list) or len(freq) != n or any(f not in (0, 1) for f in freq):
+        raise SpecError(cfg.file, f"{where}.sparse_attention_freq", f"is {freq!r}"[:80],
+                        f"{n} entries, each 0 (dense) or 1 (sparse)")  # fmt: skip
+    k_dense = d.take("n_dense_layers", "first_k_dense_replace", default=0, minimum=0)
+    moe_freq = cfg.value("moe_layer_freq")
+    if moe_freq is not None and moe_freq != [0] * k_dense + [1] * (n - k_dense):
+        raise SpecError(cfg.file, cfg.key("moe_layer_freq"),
+                        f"is not the first {k_dense} layers dense and MoE after",
+                        "first_k_dense_replace's pattern (MoE on some later layers only "
+                        "is not expressible yet)")  # fmt: skip
+    hidden = d.take("hidden", "hidden_size")
+    dense_width = d.take("dense_intermediate", "dense_intermediate_size")
+    d.take("n_experts", "num_local_experts")
+    d.take("experts_per_token", "num_experts_per_tok")
+    e_width = cfg.count("moe_intermediate_size")
+    shared_width = cfg.count("n_shared_experts", 0, minimum=0) * cfg.count(
+        "shared_intermediate_size", 0, minimum=0
+    )
+    if shared_width % e_width:
+        raise SpecError(cfg.file, cfg.key("shared_intermediate_size"),
+                        f"{shared_width} is not a multiple of moe_intermediate_size {e_width}",
+                        "a whole number of expert widths")  # fmt: skip
+    d.put("n_shared_experts", shared_width // e_width,
+          f"config.json {cfg.key('n_shared_experts')} x shared_intermediate_size = "
+          f"{shared_width} = {shared_width // e_width} x moe_intermediate_size")  # fmt: skip
+    d.put("expert_intermediate", e_width, f"config.json {cfg.key('moe_intermediate_size')} "
+          f"{e_width}")  # fmt: skip
+    shape = Shape(n, list(range(k_dense)))
+    _gqa(d, hidden, shape)
+    if cfg.value("attention_output_gate") is True:
+        d.put("attention_gate", 1, f"config.json {cfg.key('attention_output_gate')} true")
+    topk = _sparse_block(cfg, block, "sparse_topk_blocks")
+    size = _sparse_block(cfg, block, "sparse_block_size")
+    heads = _sparse_block(cfg, block, "sparse_num_index_heads")
+    dim = _sparse_block(cfg, block, "sparse_index_dim")
+    d.put("index_topk", topk * size, f"config.json {where}.sparse_topk_blocks {topk} x "
+          f"sparse_block_size {size} tokens")  # fmt: skip
+    d.put("index_heads", heads, f"config.json {where}.sparse_num_index_heads {heads}")
+    d.put("index_head_dim", dim, f"config.json {where}.sparse_index_dim {dim}")
+    plain, plain_why = cfg.dtype_bits
+    d.put("index_bits", bits_text(plain), f"index keys in the checkpoint dtype ({plain_why}): "
+          "the config states no format")  # fmt: skip
+    d.put("index_math", "bf16", "the indexer's scores in BF16: the config states no format")
+    dense_attn = freq.count(0)
+    d.put("dense_attention_layers", dense_attn, f"config.json {where}.sparse_attention_freq: "
+          f"{dense_attn} layers at 0")  # fmt: skip
+    sparse_layers = [i for i, f in enumerate(freq) if f]
+    indexer = {
+        "self_attn.index_q_proj": hidden * heads * dim,
+        "self_attn.index_k_proj": hidden * dim,
+    }
+    shape.attention += _modules(indexer, sparse_layers)
+    shape.dense = _modules(_ffn("mlp", hidden, dense_width, GATE_UP_DOWN), shape.dense_layers)
+    shape.experts = _modules(_ffn("block_sparse_moe.experts.0", hidden, e_width, W1_W3_W2),
+                             shape.moe_layers, expert=True)  # fmt: skip
+    if shared_width:
+        shape.shared = _modules(_ffn("block_sparse_moe.shared_experts", hidden, shared_width,
+                                     GATE_UP_DOWN), shape.moe_layers)  # fmt: skip
+    _finish(d, hidden, shape)
+
+
 def _deepseek_v4(d: Draft) -> None:
     """DeepSeek-V4 (Flash, Pro): compressed attention (a 128-token window on every layer, CSA
     layers with one entry per 4 tokens and an indexer selecting index_topk of them, HCA layers
@@ -807,6 +885,9 @@ def _finish(
     vocab = cfg.count("vocab_size")
     if not vocab_done:
         d.put("vocab", vocab, f"config.json {cfg.key('vocab_size')} {vocab}")
+    if cfg.value("tie_word_embeddings") is True:
+        d.put("tie_embeddings", 1, f"config.json {cfg.key('tie_word_embeddings')} true: the LM "
+              "head is the embedding matrix")  # fmt: skip
     plain, plain_why = cfg.dtype_bits
     experts = experts or cfg.precision(shape.experts)
     parts = (
@@ -880,6 +961,7 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "NemotronHForCausalLM": _nemotron_h,
     "KimiLinearForCausalLM": _kimi_linear,
     "DeepseekV4ForCausalLM": _deepseek_v4,
+    "MiniMaxM3ForCausalLM": _minimax_m3,
 }
 
 # NOT_YET keys a family reads itself
@@ -887,13 +969,13 @@ HANDLED = {
     "NemotronHForCausalLM": ("hybrid_override_pattern", "mamba_num_heads", "moe_latent_size"),
     "KimiLinearForCausalLM": ("linear_attn_config",),
     "DeepseekV4ForCausalLM": ("compress_ratios", "hc_mult"),
+    "MiniMaxM3ForCausalLM": ("sparse_attention_config",),
 }
 
 
 # Architectures recognised but refused, at the config key that names what the kind lacks.
 NOT_YET_ARCHITECTURES = (
     "KimiK3ForConditionalGeneration",
-    "MiniMaxM3ForCausalLM",
     "MiniMaxM3SparseForCausalLM",
     "Llama4ForConditionalGeneration",
     "Gemma4ForConditionalGeneration",

@@ -156,7 +156,7 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
                   passes * kernels, "", kind, math, rows)  # fmt: skip
 
     ops = [
-        op("draft.attention", layers * att.params, m.attention_bits,
+        op("draft.attention", layers * (att.params + att.indexer), m.attention_bits,
            layers * ATTENTION_GEMMS[spec.attention], "gemm", spec.attention_math),
         Op("draft.attention_core", passes * users * layers * context * att.kv_token,
            sp.Integer(0), PLUGIN, why, "spec", passes * layers, "", "attention",

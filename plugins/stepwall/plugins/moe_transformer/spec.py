@@ -83,6 +83,16 @@ class MoeTransformer:
     qk_rope_head_dim: int = _zero_ok("MLA rotary head dimension", "d_{rope}")
     v_head_dim: int = _zero_ok("MLA value head dimension", "d_{v}")
     vocab: int = _count("vocabulary size", "V")
+    tie_embeddings: int = quantity(
+        "dimensionless",
+        "1: the LM head is the input embedding's matrix, held once (tie_word_embeddings); 0: two",
+        latex="t_{e}",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        maximum=1,
+        default=0,
+    )
     sliding_window: int = _zero_ok(
         "tokens a sliding-window layer attends to (0: no sliding-window layers)", "W"
     )
@@ -176,6 +186,11 @@ class MoeTransformer:
     )
     index_heads: int = _zero_ok("lightning-indexer heads (index_n_heads)", "H_{I}")
     index_head_dim: int = _zero_ok("lightning-indexer head dimension (index_head_dim)", "d_{I}")
+    dense_attention_layers: int = _zero_ok(
+        "full-attention layers without the indexer in a sparse model: they attend to the whole "
+        "context (MiniMax-M3: the first 3, sparse_attention_freq 0)",
+        "L_{D}",
+    )
     index_bits: float = _bits(
         "bits per cached index-key element (FP8 in DeepSeek-V3.2)", "b_{I}", 1.0
     )
