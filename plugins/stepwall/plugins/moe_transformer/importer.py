@@ -306,15 +306,7 @@ def _deepseek(d: Draft) -> None:
             "1",
         )
     n = d.take("n_layers", "num_hidden_layers")
-    k_dense = d.take("n_dense_layers", "first_k_dense_replace", default=0, minimum=0)
-    hidden = d.take("hidden", "hidden_size")
-    dense_width = d.take("dense_intermediate", "intermediate_size")
-    d.take("n_experts", "n_routed_experts")
-    d.take("experts_per_token", "num_experts_per_tok")
-    d.take("n_group", "n_group", default=1)
-    d.take("topk_group", "topk_group", default=1)
-    shared = d.take("n_shared_experts", "n_shared_experts", default=0, minimum=0)
-    e_width = d.take("expert_intermediate", "moe_intermediate_size")
+    k_dense, hidden, dense_width, shared, e_width = _deepseek_moe(d, DEEPSEEK_MOE)
     shape = Shape(n, list(range(k_dense)))
     _mla(d, hidden, shape)
     if cfg.has("index_topk"):
@@ -333,6 +325,29 @@ def _deepseek(d: Draft) -> None:
             _ffn("mlp.shared_experts", hidden, shared * e_width, GATE_UP_DOWN), shape.moe_layers
         )
     _finish(d, hidden, shape, vocab_done=True)
+
+
+# A DeepSeek-style MoE's config keys for the routed experts, top-k, expert groups and shared
+# experts (DeepSeek-V3 and its descendants; Kimi Linear renames them)
+DEEPSEEK_MOE = ("n_routed_experts", "num_experts_per_tok", "n_group", "n_shared_experts")
+KIMI_LINEAR_MOE = ("num_experts", "num_experts_per_token", "num_expert_group", "num_shared_experts")
+
+
+def _deepseek_moe(d: Draft, keys: tuple[str, str, str, str]) -> tuple[int, int, int, int, int]:
+    """A DeepSeek-style MoE's counts under the config's ``keys``: leading dense layers, hidden
+    size, dense width, routed experts and top-k, node-limited groups, shared experts, expert
+    width; returns (dense layers, hidden, dense width, shared experts, expert width)."""
+    experts, top_k, groups, shared_key = keys
+    k_dense = d.take("n_dense_layers", "first_k_dense_replace", default=0, minimum=0)
+    hidden = d.take("hidden", "hidden_size")
+    dense_width = d.take("dense_intermediate", "intermediate_size")
+    d.take("n_experts", experts)
+    d.take("experts_per_token", top_k)
+    d.take("n_group", groups, default=1)
+    d.take("topk_group", "topk_group", default=1)
+    shared = d.take("n_shared_experts", shared_key, default=0, minimum=0)
+    e_width = d.take("expert_intermediate", "moe_intermediate_size")
+    return k_dense, hidden, dense_width, shared, e_width
 
 
 def _sparse_attention(d: Draft) -> None:
@@ -623,15 +638,7 @@ def _kimi_linear(d: Draft) -> None:
         raise SpecError(cfg.file, f"{cfg.key('linear_attn_config')}.kda_layers",
                         "and full_attn_layers do not name each layer once",
                         f"each of the {n} layers in one of the two lists")  # fmt: skip
-    k_dense = d.take("n_dense_layers", "first_k_dense_replace", default=0, minimum=0)
-    hidden = d.take("hidden", "hidden_size")
-    dense_width = d.take("dense_intermediate", "intermediate_size")
-    d.take("n_experts", "num_experts")
-    d.take("experts_per_token", "num_experts_per_token")
-    d.take("n_group", "num_expert_group", default=1)
-    d.take("topk_group", "topk_group", default=1)
-    shared = d.take("n_shared_experts", "num_shared_experts", default=0, minimum=0)
-    e_width = d.take("expert_intermediate", "moe_intermediate_size")
+    k_dense, hidden, dense_width, shared, e_width = _deepseek_moe(d, KIMI_LINEAR_MOE)
     latent = cfg.count("routed_expert_hidden_size", hidden)
     if latent != hidden:
         d.put("moe_latent", latent, f"config.json {cfg.key('routed_expert_hidden_size')} "

@@ -28,6 +28,12 @@ def _bits(doc: str, latex: str, default: Any = attrs.NOTHING) -> Any:
     return quantity("information", doc, latex=latex, default=default)
 
 
+def _switch(doc: str, latex: str) -> Any:
+    """A 0/1 choice of the architecture (0 by default)."""
+    return quantity("dimensionless", doc, latex=latex, integer=True, minimum=0, inclusive=True,
+                    maximum=1, default=0)  # fmt: skip
+
+
 def _math(doc: str) -> Any:
     return choice(PRECISIONS, doc, default="bf16")
 
@@ -83,15 +89,9 @@ class MoeTransformer:
     qk_rope_head_dim: int = _zero_ok("MLA rotary head dimension", "d_{rope}")
     v_head_dim: int = _zero_ok("MLA value head dimension", "d_{v}")
     vocab: int = _count("vocabulary size", "V")
-    tie_embeddings: int = quantity(
-        "dimensionless",
+    tie_embeddings: int = _switch(
         "1: the LM head is the input embedding's matrix, held once (tie_word_embeddings); 0: two",
-        latex="t_{e}",
-        integer=True,
-        minimum=0,
-        inclusive=True,
-        maximum=1,
-        default=0,
+        "t_{e}",
     )
     sliding_window: int = _zero_ok(
         "tokens a sliding-window layer attends to (0: no sliding-window layers)", "W"
@@ -148,17 +148,11 @@ class MoeTransformer:
     state_bits: float = _bits(
         "bits per recurrent-state element (FP32 in Qwen3.5: mamba_ssm_dtype)", "b_{s}", 4.0
     )
-    attention_gate: int = quantity(
-        "dimensionless",
+    attention_gate: int = _switch(
         "1: attention layers gate their heads' output with a projection from the hidden state "
         "(H·d_h wide in GQA: Qwen3.5's attn_output_gate; H·d_v in MLA: Kimi K3's "
         "mla_use_output_gate); 0: no gate",
-        latex="g_{a}",
-        integer=True,
-        minimum=0,
-        inclusive=True,
-        maximum=1,
-        default=0,
+        "g_{a}",
     )
     o_lora_rank: int = _zero_ok(
         "compressed attention: each output group's low-rank width (o_lora_rank)", "r_{o}"
