@@ -426,13 +426,8 @@ def _qwen35_experts(d: Draft, hidden: int, shape: Shape) -> None:
     d.take("n_experts", "num_experts")
     d.take("experts_per_token", "num_experts_per_tok")
     shared_width = cfg.count("shared_expert_intermediate_size", 0, minimum=0)
-    if shared_width % e_width:
-        raise SpecError(cfg.file, cfg.key("shared_expert_intermediate_size"),
-                        f"{shared_width} is not a multiple of moe_intermediate_size {e_width}",
-                        "a whole number of expert widths")  # fmt: skip
-    shared = shared_width // e_width
-    d.put("n_shared_experts", shared, f"config.json {cfg.key('shared_expert_intermediate_size')} "
-          f"{shared_width} = {shared} x moe_intermediate_size")  # fmt: skip
+    stated = f"{cfg.key('shared_expert_intermediate_size')} {shared_width}"
+    shared = _shared_experts(d, shared_width, e_width, "shared_expert_intermediate_size", stated)
     d.put("expert_intermediate", e_width, f"config.json {cfg.key('moe_intermediate_size')} "
           f"{e_width}")  # fmt: skip
     shape.experts = _modules(_ffn("mlp.experts.0", hidden, e_width, GATE_UP_DOWN),
@@ -440,6 +435,19 @@ def _qwen35_experts(d: Draft, hidden: int, shape: Shape) -> None:
     if shared:
         shape.shared = _modules(_ffn("mlp.shared_expert", hidden, shared_width, GATE_UP_DOWN),
                                 shape.moe_layers)  # fmt: skip
+
+
+def _shared_experts(d: Draft, shared_width: int, width: int, key: str, stated: str) -> int:
+    """Shared experts as a whole number of routed-expert widths (one shared expert of width
+    2·I holds and computes what two of I do), from the config's ``key`` as ``stated``."""
+    cfg = d.cfg
+    if shared_width % width:
+        raise SpecError(cfg.file, cfg.key(key),
+                        f"{shared_width} is not a multiple of moe_intermediate_size {width}",
+                        "a whole number of expert widths")  # fmt: skip
+    shared = shared_width // width
+    d.put("n_shared_experts", shared, f"config.json {stated} = {shared} x moe_intermediate_size")
+    return shared
 
 
 def _state_bits(d: Draft, key: str) -> None:
@@ -559,13 +567,8 @@ def _nemotron_moe(d: Draft, hidden: int, layers: list[int], shape: Shape) -> int
     d.take("topk_group", "topk_group", default=1)
     width = d.take("expert_intermediate", "moe_intermediate_size")
     shared_width = cfg.count("moe_shared_expert_intermediate_size", 0, minimum=0)
-    if shared_width % width:
-        raise SpecError(cfg.file, cfg.key("moe_shared_expert_intermediate_size"),
-                        f"{shared_width} is not a multiple of moe_intermediate_size {width}",
-                        "a whole number of expert widths")  # fmt: skip
-    d.put("n_shared_experts", shared_width // width,
-          f"config.json {cfg.key('moe_shared_expert_intermediate_size')} {shared_width} = "
-          f"{shared_width // width} x moe_intermediate_size")  # fmt: skip
+    _shared_experts(d, shared_width, width, "moe_shared_expert_intermediate_size",
+                    f"{cfg.key('moe_shared_expert_intermediate_size')} {shared_width}")  # fmt: skip
     latent = cfg.count("moe_latent_size", 0, minimum=0)
     if latent:
         d.put("moe_latent", latent, f"config.json {cfg.key('moe_latent_size')} {latent}: "
@@ -743,13 +746,8 @@ def _minimax_m3(d: Draft) -> None:
     shared_width = cfg.count("n_shared_experts", 0, minimum=0) * cfg.count(
         "shared_intermediate_size", 0, minimum=0
     )
-    if shared_width % e_width:
-        raise SpecError(cfg.file, cfg.key("shared_intermediate_size"),
-                        f"{shared_width} is not a multiple of moe_intermediate_size {e_width}",
-                        "a whole number of expert widths")  # fmt: skip
-    d.put("n_shared_experts", shared_width // e_width,
-          f"config.json {cfg.key('n_shared_experts')} x shared_intermediate_size = "
-          f"{shared_width} = {shared_width // e_width} x moe_intermediate_size")  # fmt: skip
+    stated = f"{cfg.key('n_shared_experts')} x shared_intermediate_size = {shared_width}"
+    _shared_experts(d, shared_width, e_width, "shared_intermediate_size", stated)
     d.put("expert_intermediate", e_width, f"config.json {cfg.key('moe_intermediate_size')} "
           f"{e_width}")  # fmt: skip
     shape = Shape(n, list(range(k_dense)))
