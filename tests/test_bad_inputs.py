@@ -142,7 +142,7 @@ FILE_CASES: list[tuple[str, str, int | None, str]] = [
     ("no-model", 'hardware = "b300"\ncluster = "hgx-b300-ib"\n', REFUSE, "model: missing"),
     ("no-hardware", 'model = "kimi-k2.6-int4"\ncluster = "hgx-b300-ib"\n', REFUSE, "hardware"),
     ("no-cluster", 'model = "kimi-k2.6-int4"\nhardware = "b300"\n', REFUSE, "cluster"),
-    ("unknown-model", 'from = "k26-b300-tp8-ddtree"\nmodel = "kimi-k3"\n', REFUSE, "models"),
+    ("unknown-model", 'from = "k26-b300-tp8-ddtree"\nmodel = "kimi-k9"\n', REFUSE, "models"),
     ("model-number", 'from = "k26-b300-tp8-ddtree"\nmodel = 5\n', REFUSE, "not a name"),
     ("from-missing", 'from = "no-such-scenario"\n', REFUSE, "no-such-scenario"),
     ("from-self", 'from = "./bad.toml"\n', REFUSE, "cycle"),

@@ -501,6 +501,33 @@ def tree_accepted(acceptance: sp.Expr, budget: sp.Expr, depth: int) -> sp.Expr:
 # ---------------------------------------------------------------- overlap
 
 
+# ---------------------------------------------------------------- pipelines
+# p stages of consecutive layers, m micro-batches; t_s: one stage's time on one micro-batch.
+
+
+@law(DIMENSIONLESS, stages=DIMENSIONLESS, microbatches=DIMENSIONLESS)
+def pipeline_fill(stages: sp.Expr, microbatches: sp.Expr) -> sp.Expr:
+    """One batch of m micro-batches through an empty pipeline of p stages (GPipe's schedule,
+    Huang et al. 2019): (m + p − 1)·t_s against a stage's own m·t_s, a factor (m + p − 1)/m;
+    its bubble, the idle share, is (p − 1)/(m + p − 1)."""
+    return (microbatches + stages - 1) / microbatches
+
+
+@law(DIMENSIONLESS, stages=DIMENSIONLESS, microbatches=DIMENSIONLESS)
+def pipeline_iteration(stages: sp.Expr, microbatches: sp.Expr) -> sp.Expr:
+    """Decode iterations with m micro-batches in flight over p stages, each micro-batch's next
+    token waiting for its last: a micro-batch returns every max(m, p) stage slots, a factor
+    max(m, p)/m on a stage's own m·t_s (no bubble once m ≥ p; vLLM keeps p micro-batches,
+    its virtual engines)."""
+    return max_of(microbatches, stages) / microbatches
+
+
+@law(DIMENSIONLESS, stages=DIMENSIONLESS, microbatches=DIMENSIONLESS)
+def bubble_fraction(stages: sp.Expr, microbatches: sp.Expr) -> sp.Expr:
+    """The idle share of `pipeline_fill`'s schedule: (p − 1)/(m + p − 1)."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
 @law(TIME, longest=TIME, total=TIME, hidden=DIMENSIONLESS)
 def partial_overlap(longest: sp.Expr, total: sp.Expr, hidden: sp.Expr) -> sp.Expr:
     """Lanes run concurrently with a fraction η of the shorter lanes' time hidden under the

@@ -316,6 +316,9 @@ class Layout:
     imbalance: sp.Expr = sp.S.One  # load of the busiest EP rank over the mean
     redundant_experts: sp.Expr = sp.S.Zero  # extra expert replicas held (EPLB)
     uneven: bool = False  # degrees need not divide heads / experts (busiest rank sets time)
+    pp: sp.Expr = sp.S.One  # pipeline stages, each tp·ep GPUs holding 1/pp of the layers
+    microbatches: sp.Expr = sp.S.One  # micro-batches in flight through the stages
+    pipelined: bool = False  # pp > 1: stages, micro-batches and their bubble are priced
 
 
 @attrs.frozen

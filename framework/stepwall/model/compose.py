@@ -539,7 +539,23 @@ def _cost(
     )
     fixed = registry.call_each("stepwall_fixed_terms", scenario, workload=workload,
                                decoding=decoding, step=step, engine=engine)  # fmt: skip
-    return workload, [*compute, *comm, *(t for ts in fixed for t in ts)]
+    terms = [*compute, *comm, *(t for ts in fixed for t in ts)]
+    if layout.pipelined:
+        terms.append(pipeline_bubble(terms, layout, step, engine))
+    return workload, terms
+
+
+def pipeline_bubble(terms: Sequence[Term], layout: Layout, step: Step, engine: Engine) -> Term:
+    """The stage slots a pipelined step waits beyond its own m micro-batches' work (the
+    terms): one prompt's micro-batches fill the empty pipeline (`laws.pipeline_fill`, time to
+    first token); decode iterations keep them in flight (`laws.pipeline_iteration`)."""
+    p, m = layout.pp, layout.microbatches
+    fill = step.name == "ttft"
+    factor = laws.pipeline_fill(p, m) if fill else laws.pipeline_iteration(p, m)
+    own = compose_step_time(terms, engine.overlap_efficiency)
+    why = ("the empty pipeline filling: (m + p − 1)/m stage slots per micro-batch" if fill
+           else "micro-batches in flight over p stages: max(m, p)/m stage slots each")  # fmt: skip
+    return Term("pipeline.bubble", (factor - 1) * own, "parallelism", why, "base")
 
 
 def _unique(what: str, items: Sequence[Term | Constraint]) -> None:

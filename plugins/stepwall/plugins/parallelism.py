@@ -1,11 +1,14 @@
-"""Parallel layout ``standard``: TP × EP GPUs per replica, DP replicas.
+"""Parallel layout ``standard``: TP × EP GPUs per stage, PP stages per replica, DP replicas.
 
-Within a replica of tp·ep GPUs, attention heads and each expert's intermediate dimension are
+Within a stage of tp·ep GPUs, attention heads and each expert's intermediate dimension are
 split over the ``tp`` ranks (two all-reduces per layer); the expert set is spread over ``ep``
 ranks (dispatch and combine all-to-all per MoE layer) and attention runs data-parallel over
 them (each of the ``ep`` groups serves ⌈C/ep⌉ users). ``dp`` independent replicas multiply
-aggregate throughput. TP-8 is tp=8; "EP-72 with DP attention" is ep=72. A search tries every
-tp·ep·dp = N with tp within one scale-up domain (``stepwall_layouts``).
+aggregate throughput. TP-8 is tp=8; "EP-72 with DP attention" is ep=72. With ``pp`` > 1 the
+layers split into pp consecutive stages of tp·ep GPUs each, ``microbatches`` of the users in
+flight through them (`laws.pipeline_iteration`, `laws.pipeline_fill`). A search tries every
+tp·ep·dp = N with tp within one scale-up domain (``stepwall_layouts``); pp is set, not
+searched.
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ class Parallel:
     tp: int = _degree("tensor-parallel degree", "N_{tp}")
     ep: int = _degree("expert-parallel degree (attention data-parallel across it)", "N_{ep}")
     dp: int = _degree("independent replicas", "N_{dp}")
+    pp: int = _degree("pipeline stages: consecutive layers on groups of tp·ep GPUs", "N_{pp}")
+    microbatches: int = _degree(
+        "micro-batches of the users in flight through the pipeline stages (pp > 1); fewer than "
+        "pp leaves stages idle",
+        "m",
+    )
     imbalance: float = quantity(
         "dimensionless",
         "load of the busiest EP rank over the mean (1 = uniform routing)",
@@ -69,16 +78,20 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 @hookimpl
 def stepwall_partition(scenario: Scenario, decoding: Decoding) -> Layout:
     p, w = scenario.params.parallel, scenario.params.workload
+    pipelined = scenario.parallel.pp > 1
     return Layout(
         tp=p.tp,
         ep=p.ep,
         dp=p.dp,
-        gpus_per_replica=p.tp * p.ep,
+        gpus_per_replica=p.tp * p.ep * (p.pp if pipelined else 1),
         users=w.concurrency,
         users_per_attention_rank=sp.ceiling(w.concurrency / p.ep),
         imbalance=p.imbalance,
         redundant_experts=p.redundant_experts,
         uneven=scenario.parallel.uneven,
+        pp=p.pp if pipelined else sp.S.One,
+        microbatches=p.microbatches if pipelined else sp.S.One,
+        pipelined=pipelined,
     )
 
 
@@ -87,12 +100,13 @@ def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
 ) -> list[Constraint]:
     p, cl = scenario.params.parallel, scenario.params.cluster
+    degrees = ("tp", "ep", "pp", "dp") if layout.pipelined else ("tp", "ep", "dp")
     return [
         Constraint(
             "layout_fits_cluster",
-            p.tp * p.ep * p.dp <= cl.nodes * cl.gpus_per_node,
-            "tp·ep·dp GPUs must exist in the cluster (or --set cluster.nodes=…)",
-            ("parallel.tp", "parallel.ep", "parallel.dp", "cluster.nodes"),
+            layout.gpus_per_replica * p.dp <= cl.nodes * cl.gpus_per_node,
+            f"{'·'.join(degrees)} GPUs must exist in the cluster (or --set cluster.nodes=…)",
+            (*(f"parallel.{d}" for d in degrees), "cluster.nodes"),
             PLUGIN,
         )
     ]

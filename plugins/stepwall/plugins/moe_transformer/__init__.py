@@ -26,6 +26,7 @@ from stepwall.plugins.moe_transformer.importer import IMPORTERS
 from stepwall.plugins.moe_transformer.linear import add_linear
 from stepwall.plugins.moe_transformer.moe import add_moe, draft_ops
 from stepwall.plugins.moe_transformer.spec import PLUGIN, MoeTransformer
+from stepwall.plugins.moe_transformer.stages import stage_of
 from stepwall.plugins.moe_transformer.work import Pass, prefill_passes
 
 if TYPE_CHECKING:
@@ -70,9 +71,10 @@ def stepwall_model_work(
     weights = sp.Add(*parts.values())
     if step.prefill_passes != 0:
         p.ops.append(prefill_passes(p, weights))
-    return Workload(
+    work = Workload(
         tuple(p.ops), tuple(p.collectives), weights, att.resident_kv(p), p.m.n_layers, parts
     )
+    return stage_of(p, work) if layout.pipelined else work
 
 
 @hookimpl

@@ -44,9 +44,10 @@ class Pass:
         return bool(self.engine.two_batch_overlap)
 
     @property
-    def batches(self) -> int:
-        """Micro-batches: two under two-batch overlap, where each kernel runs twice."""
-        return 2 if self.tbo else 1
+    def batches(self) -> sp.Expr:
+        """Micro-batches, each running every kernel and re-reading the weights: two under
+        two-batch overlap, times the pipeline's micro-batches in flight."""
+        return (2 if self.tbo else 1) * self.layout.microbatches
 
     @property
     def lane(self) -> str:
