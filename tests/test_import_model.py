@@ -254,7 +254,7 @@ def test_output_file_is_written_whole_and_valid(
 @pytest.mark.parametrize(
     ("folder", "key"),
     [
-        ("meta-llama--Llama-4-Scout-17B-16E-Instruct", "text_config.attention_chunk_size"),
+        ("XiaomiMiMo--MiMo-V2-Flash", "attention_chunk_size"),
     ],
 )
 def test_inexpressible_architectures_are_refused_at_their_key(

@@ -218,6 +218,14 @@ def shared_kv_bytes(head_dim: sp.Expr, bits: sp.Expr) -> sp.Expr:
     return head_dim * bits
 
 
+@law(DIMENSIONLESS, context=DIMENSIONLESS, chunk=DIMENSIONLESS)
+def chunk_tokens(context: sp.Expr, chunk: sp.Expr) -> sp.Expr:
+    """Tokens a chunked-local attention layer keeps and attends to at S tokens of context: those
+    of the current chunk of C, S − C·⌊S/C⌋ (Llama 4's chunked attention on its RoPE layers,
+    attention_chunk_size; vLLM frees the blocks of earlier chunks)."""
+    return context - chunk * sp.floor(context / chunk)
+
+
 @law(DIMENSIONLESS, context=DIMENSIONLESS, window=DIMENSIONLESS, ratio=DIMENSIONLESS)
 def compressed_entries(context: sp.Expr, window: sp.Expr, ratio: sp.Expr) -> sp.Expr:
     """Cache entries one layer of compressing attention keeps for S tokens: the last W

@@ -13,6 +13,7 @@ import attrs
 import sympy as sp
 
 from stepwall.core.laws import (
+    chunk_tokens,
     compressed_attention_params,
     compressed_entries,
     compressor_params,
@@ -67,12 +68,13 @@ class Attention:
     prompt_score: Callable[[sp.Expr], sp.Expr]
     sparse: bool = False  # DeepSeek Sparse Attention: an indexer selects k_I tokens per query
     compressed: bool = False  # DeepSeek-V4: a window and compressed entries per layer
+    chunked: bool = False  # Llama 4: some layers attend only within their chunk
     indexer: sp.Expr = sp.S.Zero  # weights per indexed layer of the lightning indexer
     extra: sp.Expr = sp.S.Zero  # weights over the layers besides these (compressors)
 
     @classmethod
     def of(cls, p: Pass) -> Attention:
-        att = cls._dense(p)
+        att = attrs.evolve(cls._dense(p), chunked=p.spec.chunked_layers > 0)
         if p.spec.attention_gate:  # a sigmoid gate on the heads' output, split by heads
             m = p.m
             width = m.head_dim if p.spec.attention == "gqa" else m.v_head_dim
@@ -156,8 +158,19 @@ class Attention:
 
     @property
     def full_layers(self) -> sp.Expr:
-        """Attention layers over the whole context: all but the sliding-window ones."""
-        return self.layers - self.m.sliding_layers
+        """Attention layers over the whole context: all but the sliding-window and the
+        chunked ones."""
+        full = self.layers - self.m.sliding_layers
+        return full - self.m.chunked_layers if self.chunked else full
+
+    def local(self, ctx: sp.Expr) -> sp.Expr:
+        """Layer-tokens the windowed and chunked layers keep and attend to: W at most on a
+        sliding-window layer, the current chunk's on a chunked one (`chunk_tokens`)."""
+        m = self.m
+        window = m.sliding_layers * min_of(ctx, m.sliding_window)
+        if not self.chunked:
+            return window
+        return window + m.chunked_layers * chunk_tokens(ctx, m.attention_chunk)
 
     @property
     def window_layers(self) -> sp.Expr:
@@ -175,7 +188,7 @@ class Attention:
             csa = m.csa_layers * compressed_entries(ctx, m.sliding_window, m.csa_ratio)
             return window + csa + m.hca_layers * compressed_entries(ctx, m.sliding_window,
                                                                      m.hca_ratio)  # fmt: skip
-        return self.full_layers * ctx + m.sliding_layers * min_of(ctx, m.sliding_window)
+        return self.full_layers * ctx + self.local(ctx)
 
     def attended(self, ctx: sp.Expr) -> sp.Expr:
         """Layer-tokens of KV one query attends to: as `held`, but a sparse model's full
@@ -191,11 +204,7 @@ class Attention:
         if not self.sparse:
             return self.held(ctx)
         dense = m.dense_attention_layers * ctx
-        return (
-            self.indexed_layers * min_of(ctx, m.index_topk)
-            + dense
-            + (m.sliding_layers * min_of(ctx, m.sliding_window))
-        )
+        return self.indexed_layers * min_of(ctx, m.index_topk) + dense + self.local(ctx)
 
     def written(self, tokens: sp.Expr) -> sp.Expr:
         """Layer-entries a prompt of ``tokens`` writes to the cache: one per token per layer;

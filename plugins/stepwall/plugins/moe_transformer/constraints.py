@@ -54,6 +54,13 @@ def _architecture(m: Any, spec: Any) -> list[Constraint]:
                  ("model.experts_per_token", "model.n_experts"),
                  "a token picks its top-k among the routed experts"),
     ]  # fmt: skip
+    if spec.chunked_layers > 0:  # `Attention.full_layers`: the rest attend to everything
+        out.append(_at_most("chunked_layers_within_layers",
+                            m.chunked_layers + m.sliding_layers + m.linear_layers, m.n_layers,
+                            ("model.chunked_layers", "model.sliding_layers",
+                             "model.linear_layers", "model.n_layers"),
+                            "chunked, sliding-window and linear layers are disjoint subsets of "
+                            "the layers"))  # fmt: skip
     if spec.mixer_only_layers > 0:  # `Pass.n_moe`, `Pass.n_dense`: FFNs on the other layers
         out.append(_at_most("ffn_layers_within_layers", m.n_dense_layers + m.mixer_only_layers,
                             m.n_layers, ("model.n_dense_layers", "model.mixer_only_layers",

@@ -7,9 +7,9 @@ Families: Llama 3 / Mistral / Qwen2 / Qwen3 (dense), Mixtral, Qwen3-MoE, MiniMax
 node-limited routing), DeepSeek-V3.2 and GLM-5 (the same, with DeepSeek Sparse Attention),
 Qwen3.5 / Qwen3-Next (Gated DeltaNet layers), Nemotron-H / Nemotron-3 (Mamba-2 blocks, latent
 MoE), Kimi K3 (Kimi Delta Attention beside gated MLA, latent MoE), DeepSeek-V4 (compressed
-attention, FP4 experts), MiniMax-M3 (MiniMax Sparse Attention). A config whose architecture
-needs physics this kind does not have (chunked attention) is refused at the key that says
-so. Not modelled, as in
+attention, FP4 experts), MiniMax-M3 (MiniMax Sparse Attention), Llama 4 (chunked local
+attention, MoE on every n-th layer). A config whose architecture needs physics this kind does
+not have is refused at the key that says so. Not modelled, as in
 the hand-written catalog: norms, biases, rotary details and MTP modules (under 0.1% of the
 weights, or not run by the engines priced).
 """
@@ -33,7 +33,8 @@ NOT_YET = {
     "linear_attn_config": "linear attention layers beside full attention (Kimi Delta Attention)",
     "hybrid_override_pattern": "Mamba-2 state-space layers interleaved with attention",
     "mamba_num_heads": "Mamba-2 state-space layers",
-    "attention_chunk_size": "chunked local attention",
+    "attention_chunk_size": "local attention outside Llama 4's chunked form (MiMo-V2-Flash: "
+    "sliding-window and full layers of different head geometries)",
     "sparse_topk_blocks": "block-sparse attention",
     "sparse_attention_config": "block-sparse attention",
     "moe_latent_size": "latent MoE (experts in a projected space)",
@@ -705,6 +706,53 @@ def _kda(d: Draft, hidden: int, layers: list[int], block: dict[str, object], sha
                                    "self_attn.o_proj": width * hidden}, layers)  # fmt: skip
 
 
+def _llama4(d: Draft) -> None:
+    """Llama 4 (Scout, Maverick): GQA with chunked local attention on the RoPE layers (all but
+    every ``no_rope_layer_interval``-th, 4 by default: transformers' Llama4TextConfig
+    no_rope_layers), MoE on every ``interleave_moe_layer_step``-th layer with one shared
+    expert of the expert width, a dense MLP of ``intermediate_size_mlp`` on the others. The
+    vision tower is not priced."""
+    cfg = d.cfg
+    n = d.take("n_layers", "num_hidden_layers")
+    step = cfg.count("interleave_moe_layer_step", 1)
+    moe_layers = [i for i in range(n) if (i + 1) % step == 0]
+    dense_layers = [i for i in range(n) if (i + 1) % step != 0]
+    stated = f"config.json {cfg.key('interleave_moe_layer_step')} {step}"
+    counts = f"{len(moe_layers)} MoE layers, {len(dense_layers)} with a dense MLP"
+    d.put("n_dense_layers", len(dense_layers), f"{stated}: {counts}")
+    hidden = d.take("hidden", "hidden_size")
+    dense_width = cfg.count("intermediate_size_mlp")
+    unused = "" if dense_layers else " (no dense layers: enters no cost)"
+    d.put("dense_intermediate", dense_width,
+          f"config.json {cfg.key('intermediate_size_mlp')} {dense_width}{unused}")  # fmt: skip
+    d.take("n_experts", "num_local_experts")
+    d.take("experts_per_token", "num_experts_per_tok")
+    d.put("n_shared_experts", 1, "Llama 4: one shared expert in every MoE layer")
+    e_width = d.take("expert_intermediate", "intermediate_size")
+    shape = Shape(n, dense_layers)
+    shape.moe_layers = moe_layers
+    _gqa(d, hidden, shape)
+    rope = cfg.value("no_rope_layers")
+    interval = cfg.count("no_rope_layer_interval", 4)
+    if rope is None:
+        rope = [int((i + 1) % interval != 0) for i in range(n)]
+        why = f"all but every {interval}th (no_rope_layers absent: the default interval)"
+    elif isinstance(rope, list) and len(rope) == n and all(r in (0, 1) for r in rope):
+        why = f"config.json {cfg.key('no_rope_layers')}: the RoPE layers"
+    else:
+        raise SpecError(cfg.file, cfg.key("no_rope_layers"), f"is {rope!r}"[:80],
+                        f"{n} entries, each 0 (global, no RoPE) or 1 (chunked, RoPE)")  # fmt: skip
+    d.put("chunked_layers", sum(rope), f"{sum(rope)} chunked layers: {why}")
+    d.take("attention_chunk", "attention_chunk_size")
+    shape.dense = _modules(_ffn("feed_forward", hidden, dense_width, GATE_UP_DOWN), dense_layers)
+    shape.experts = _modules({"feed_forward.experts.gate_up_proj": hidden * 2 * e_width,
+                              "feed_forward.experts.down_proj": e_width * hidden}, moe_layers,
+                             expert=True)  # fmt: skip
+    shape.shared = _modules(_ffn("feed_forward.shared_expert", hidden, e_width, GATE_UP_DOWN),
+                            moe_layers)  # fmt: skip
+    _finish(d, hidden, shape)
+
+
 def _sparse_block(cfg: HFConfig, block: dict[str, object], name: str) -> int:
     value = block.get(name)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -967,6 +1015,7 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "KimiLinearForCausalLM": _kimi_linear,
     "DeepseekV4ForCausalLM": _deepseek_v4,
     "MiniMaxM3ForCausalLM": _minimax_m3,
+    "Llama4ForConditionalGeneration": _llama4,
 }
 
 # NOT_YET keys a family reads itself
@@ -975,6 +1024,7 @@ HANDLED = {
     "KimiLinearForCausalLM": ("linear_attn_config",),
     "DeepseekV4ForCausalLM": ("compress_ratios", "hc_mult"),
     "MiniMaxM3ForCausalLM": ("sparse_attention_config",),
+    "Llama4ForConditionalGeneration": ("attention_chunk_size",),
 }
 
 
@@ -982,7 +1032,6 @@ HANDLED = {
 NOT_YET_ARCHITECTURES = (
     "KimiK3ForConditionalGeneration",
     "MiniMaxM3SparseForCausalLM",
-    "Llama4ForConditionalGeneration",
     "Gemma4ForConditionalGeneration",
     "MiMoV2FlashForCausalLM",
 )

@@ -97,6 +97,16 @@ class MoeTransformer:
         "tokens a sliding-window layer attends to (0: no sliding-window layers)", "W"
     )
     sliding_layers: int = _zero_ok("layers with a sliding window (gpt-oss: every other)", "L_{w}")
+    chunked_layers: int = _zero_ok(
+        "layers attending only within their chunk of attention_chunk tokens (Llama 4: the "
+        "RoPE layers, 3 of 4)",
+        "L_{k}",
+    )
+    attention_chunk: int = _count(
+        "tokens per chunk of a chunked-local attention layer (attention_chunk_size)",
+        "C_{a}",
+        default=8192,
+    )
     expert_bits: float = _bits("bits per routed-expert weight", "b_{e}")
     shared_expert_bits: float = _bits("bits per shared-expert weight", "b_{se}")
     attention_bits: float = _bits("bits per attention (and router) weight", "b_{attn}")
