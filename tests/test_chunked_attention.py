@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from stepwall.core.laws import chunk_tokens_mean
 from stepwall.model.compose import build_model
 
 SCOUT = "model=llama-4-scout-17b-16e-instruct,hardware=h200,cluster=hgx-h200-ib,engine=vllm"
@@ -41,3 +42,26 @@ def test_a_whole_chunk_more_context_grows_only_the_global_layers() -> None:
     a, b = _ev(20000, users), _ev(20000 + CHUNK, users)
     grown = b["ops"]["attention.core"]["bytes"] - a["ops"]["attention.core"]["bytes"]
     assert grown == pytest.approx(users * (L - CHUNKED) * CHUNK * KV_TOKEN)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "chunk"), [(100, 8192), (8192, 8192), (20000, 8192), (65536, 4096)]
+)
+def test_prompt_mean_is_the_brute_force_mean(prompt: int, chunk: int) -> None:
+    """A prompt token at in-chunk position j attends to the j + 1 tokens up to it: the mean
+    over the prompt, counted one token at a time, within half a token of the law."""
+    exact = sum((x % chunk) + 1 for x in range(prompt)) / prompt
+    assert float(chunk_tokens_mean(prompt, chunk)) == pytest.approx(exact, abs=0.5 + 1e-9)
+
+
+def test_a_long_prompt_attends_within_its_chunks() -> None:
+    """Prefilling 65,536 tokens (8 chunks): the 12 global layers attend to P/2 tokens per
+    query on average, the 36 chunked ones to C/2, at 2·2·d_h FLOPs per head per token (5 of
+    the 40 heads on a TP-8 rank)."""
+    prompt = 65536
+    sets = ['workload.kind="prefill"', "workload.concurrency=1",
+            f"workload.input_tokens={prompt}", "parallel.tp=8"]  # fmt: skip
+    op = build_model(SCOUT, sets).evaluate()["ops"]["attention.core"]
+    per_token = 2 * 2 * 128 * 5
+    want = prompt * per_token * ((L - CHUNKED) * prompt / 2 + CHUNKED * CHUNK / 2)
+    assert op["flops"] == pytest.approx(want)

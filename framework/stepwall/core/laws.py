@@ -226,6 +226,17 @@ def chunk_tokens(context: sp.Expr, chunk: sp.Expr) -> sp.Expr:
     return context - chunk * sp.floor(context / chunk)
 
 
+@law(DIMENSIONLESS, prompt=DIMENSIONLESS, chunk=DIMENSIONLESS)
+def chunk_tokens_mean(prompt: sp.Expr, chunk: sp.Expr) -> sp.Expr:
+    """Tokens a prompt's token attends to on a chunked-local layer, on average over the P
+    positions of the prompt: each whole chunk of C gives C²/2 token pairs, the last r = P −
+    C·⌊P/C⌋ tokens r²/2, so (⌊P/C⌋·C² + r²)/(2P); P/2 below one chunk, as dense attention
+    (and 0 for no prompt: the denominator held at 1 token)."""
+    whole = sp.floor(prompt / chunk)
+    rest = prompt - chunk * whole
+    return (whole * chunk**2 + rest**2) / (2 * max_of(prompt, 1))
+
+
 @law(DIMENSIONLESS, context=DIMENSIONLESS, window=DIMENSIONLESS, ratio=DIMENSIONLESS)
 def compressed_entries(context: sp.Expr, window: sp.Expr, ratio: sp.Expr) -> sp.Expr:
     """Cache entries one layer of compressing attention keeps for S tokens: the last W

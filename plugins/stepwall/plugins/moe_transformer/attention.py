@@ -14,6 +14,7 @@ import sympy as sp
 
 from stepwall.core.laws import (
     chunk_tokens,
+    chunk_tokens_mean,
     compressed_attention_params,
     compressed_entries,
     compressor_params,
@@ -163,14 +164,18 @@ class Attention:
         full = self.layers - self.m.sliding_layers
         return full - self.m.chunked_layers if self.chunked else full
 
-    def local(self, ctx: sp.Expr) -> sp.Expr:
+    def local(self, ctx: sp.Expr, prompt: bool = False) -> sp.Expr:
         """Layer-tokens the windowed and chunked layers keep and attend to: W at most on a
-        sliding-window layer, the current chunk's on a chunked one (`chunk_tokens`)."""
+        sliding-window layer, the current chunk's on a chunked one (`chunk_tokens`); for a
+        prompt's tokens, whose mean position is ``ctx``, the mean over its 2·ctx positions
+        (`chunk_tokens_mean`: the tokens before a chunk's start are not seen)."""
         m = self.m
         window = m.sliding_layers * min_of(ctx, m.sliding_window)
         if not self.chunked:
             return window
-        return window + m.chunked_layers * chunk_tokens(ctx, m.attention_chunk)
+        chunk = (chunk_tokens_mean(2 * ctx, m.attention_chunk) if prompt
+                 else chunk_tokens(ctx, m.attention_chunk))  # fmt: skip
+        return window + m.chunked_layers * chunk
 
     @property
     def window_layers(self) -> sp.Expr:
@@ -178,7 +183,7 @@ class Attention:
         m = self.m
         return self.layers - m.csa_layers - m.hca_layers
 
-    def held(self, ctx: sp.Expr) -> sp.Expr:
+    def held(self, ctx: sp.Expr, prompt: bool = False) -> sp.Expr:
         """Layer-tokens of KV cache one user keeps over all layers: L − L_w full layers, L_w
         at a window of at most W tokens; compressed attention keeps the window on every layer
         and one entry per r tokens on its CSA and HCA layers (`compressed_entries`)."""
@@ -188,12 +193,13 @@ class Attention:
             csa = m.csa_layers * compressed_entries(ctx, m.sliding_window, m.csa_ratio)
             return window + csa + m.hca_layers * compressed_entries(ctx, m.sliding_window,
                                                                      m.hca_ratio)  # fmt: skip
-        return self.full_layers * ctx + self.local(ctx)
+        return self.full_layers * ctx + self.local(ctx, prompt)
 
-    def attended(self, ctx: sp.Expr) -> sp.Expr:
+    def attended(self, ctx: sp.Expr, prompt: bool = False) -> sp.Expr:
         """Layer-tokens of KV one query attends to: as `held`, but a sparse model's full
         layers read only the k_I tokens its indexer selects (min(S, k_I)), and CSA layers the
-        window and k_I of their S/r_c compressed entries."""
+        window and k_I of their S/r_c compressed entries. ``prompt``: ``ctx`` is the mean
+        position of a prompt's tokens (`local`)."""
         m = self.m
         if self.compressed:
             csa = min_of(ctx, m.sliding_window) + (
@@ -202,9 +208,9 @@ class Attention:
             hca = m.hca_layers * compressed_entries(ctx, m.sliding_window, m.hca_ratio)
             return self.window_layers * min_of(ctx, m.sliding_window) + m.csa_layers * csa + hca
         if not self.sparse:
-            return self.held(ctx)
+            return self.held(ctx, prompt)
         dense = m.dense_attention_layers * ctx
-        return self.indexed_layers * min_of(ctx, m.index_topk) + dense + self.local(ctx)
+        return self.indexed_layers * min_of(ctx, m.index_topk) + dense + self.local(ctx, prompt)
 
     def written(self, tokens: sp.Expr) -> sp.Expr:
         """Layer-entries a prompt of ``tokens`` writes to the cache: one per token per layer;
@@ -261,6 +267,13 @@ def add_attention(p: Pass, att: Attention) -> None:
            "attention", "attention projections (weights read once per step)",
            ATTENTION_GEMMS[spec.attention] * att.layers, spec.attention_math)  # fmt: skip
     attended, kv_token = att.attended, att.kv_token
+
+    def new(ctx: sp.Expr) -> sp.Expr:  # the pass's own tokens: prompts in a prefill pass
+        return att.attended(ctx, prompt=p.prefill)
+
+    def prompts(ctx: sp.Expr) -> sp.Expr:  # prompt tokens at mean position ctx
+        return att.attended(ctx, prompt=True)
+
     decode_ctx = step.context + step.tokens_per_user / 2
     prompt_ctx = step.tokens_per_user / 2 if p.prefill else step.prefill_context
     users_rank = step.users_per_rank
@@ -268,14 +281,14 @@ def add_attention(p: Pass, att: Attention) -> None:
     kv_read += att.written(step.prefill_tokens_rank) * kv_token  # new prompt KV written
     # prompt tokens attend in expanded (multi-head) form, decode tokens in absorbed form
     score = att.prompt_score(1) if p.prefill else att.score(1)
-    flops = users_rank * step.tokens_per_user * score * attended(decode_ctx)
-    flops += step.prefill_tokens_rank * att.prompt_score(1) * attended(prompt_ctx)
+    flops = users_rank * step.tokens_per_user * score * new(decode_ctx)
+    flops += step.prefill_tokens_rank * att.prompt_score(1) * prompts(prompt_ctx)
     one_user = attended(step.context + step.tokens_per_user) * kv_token  # its own KV, in order
     # KV tokens per query per layer, averaged over the pass's queries (its compute ramp)
     queries = users_rank * step.tokens_per_user + step.prefill_tokens_rank
     per_query = (
-        users_rank * step.tokens_per_user * attended(decode_ctx)
-        + step.prefill_tokens_rank * attended(prompt_ctx)
+        users_rank * step.tokens_per_user * new(decode_ctx)
+        + step.prefill_tokens_rank * prompts(prompt_ctx)
     ) / (queries * att.layers)
     p.ops.append(Op("attention.core", kv_read, flops, PLUGIN,
                     "attention over the KV cache: context S and each user's new tokens",
