@@ -123,16 +123,23 @@ def test_time_to_first_token_fills_the_pipeline() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value", "needle"),
+    ("sets", "needle"),
     [
-        ("parallel.pp", "0", "parallel.pp"),
-        ("parallel.microbatches", "0", "parallel.microbatches"),
-        ("parallel.pp", "200", "tp·ep·pp·dp GPUs"),
+        (["parallel.pp=0"], "parallel.pp"),
+        (["parallel.microbatches=0"], "parallel.microbatches"),
+        (["parallel.pp=200"], "tp·ep·pp·dp GPUs"),
+        (["parallel.pp=2", "parallel.microbatches=300"], "at least one user"),
+        (["parallel.pp=96"], "at least one layer"),
     ],
 )
 def test_impossible_pipelines_are_refused(
-    key: str, value: str, needle: str, capsys: pytest.CaptureFixture[str]
+    sets: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["eval", LLAMA, "--set", f"{key}={value}"]) == 2
+    """Degrees below 1, more GPUs than the cluster, more micro-batches than an attention
+    rank has users (64), more stages than layers (80, on a cluster of 16 nodes)."""
+    argv = ["eval", LLAMA, "--set", "cluster.nodes=16"]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err and err.count("\n") == 1

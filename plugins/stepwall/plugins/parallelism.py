@@ -42,8 +42,8 @@ class Parallel:
     dp: int = _degree("independent replicas", "N_{dp}")
     pp: int = _degree("pipeline stages: consecutive layers on groups of tp·ep GPUs", "N_{pp}")
     microbatches: int = _degree(
-        "micro-batches of the users in flight through the pipeline stages (pp > 1); fewer than "
-        "pp leaves stages idle",
+        "micro-batches of the users in flight through the pipeline stages (read only when "
+        "pp > 1); fewer than pp leaves stages idle",
         "m",
     )
     imbalance: float = quantity(
@@ -101,15 +101,20 @@ def stepwall_constraints(
 ) -> list[Constraint]:
     p, cl = scenario.params.parallel, scenario.params.cluster
     degrees = ("tp", "ep", "pp", "dp") if layout.pipelined else ("tp", "ep", "dp")
-    return [
-        Constraint(
-            "layout_fits_cluster",
-            layout.gpus_per_replica * p.dp <= cl.nodes * cl.gpus_per_node,
-            f"{'·'.join(degrees)} GPUs must exist in the cluster (or --set cluster.nodes=…)",
-            (*(f"parallel.{d}" for d in degrees), "cluster.nodes"),
-            PLUGIN,
-        )
-    ]
+    fits = Constraint(
+        "layout_fits_cluster",
+        layout.gpus_per_replica * p.dp <= cl.nodes * cl.gpus_per_node,
+        f"{'·'.join(degrees)} GPUs must exist in the cluster (or --set cluster.nodes=…)",
+        (*(f"parallel.{d}" for d in degrees), "cluster.nodes"),
+        PLUGIN,
+    )
+    if not layout.pipelined:
+        return [fits]
+    # `laws.pipeline_iteration`: each micro-batch holds at least one user of an attention rank
+    return [fits, Constraint(
+        "microbatches_within_users", p.microbatches <= layout.users_per_attention_rank,
+        "each pipeline micro-batch holds at least one user of its attention rank",
+        ("parallel.microbatches", "workload.concurrency", "parallel.ep"), PLUGIN)]  # fmt: skip
 
 
 def divisors(n: int) -> list[int]:

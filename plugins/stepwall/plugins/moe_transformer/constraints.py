@@ -132,6 +132,10 @@ def layout_constraints(scenario: Scenario, layout: Layout) -> list[Constraint]:
                      ("parallel.tp", "model.expert_intermediate"),
                      "each TP rank holds at least one column of every expert"),
         ]  # fmt: skip
+    if layout.pipelined:  # `stages.stage_of`: every stage holds at least one layer
+        out.append(_at_most("stages_within_layers", layout.pp, m.n_layers,
+                            ("parallel.pp", "model.n_layers"),
+                            "each pipeline stage holds at least one layer"))  # fmt: skip
     if layout.uneven:
         return out
     out += [
