@@ -163,3 +163,12 @@ def stepwall_plugin() -> PluginKit:
     --json`` dict. Nothing outside the kit sees the plugin.
     """
     return PluginKit()
+
+
+def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """``stepwall ARGV`` refused as bad input: exit code 2 and one line on stderr, no
+    traceback; returns that line for the test to read."""
+    assert cli.main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
