@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -27,16 +28,21 @@ def _rows(table: LayoutTable, keys: Sequence[str]) -> list[tuple[int, ...]]:
     return [tuple(int(c[i]) for c in cols) for i in range(len(table.gpus))]
 
 
+@pytest.mark.parametrize("pp", [1, 2, 3])
 @pytest.mark.parametrize(("gpus", "domain"), [((8,), 8), ((6, 8, 12), 4), ((72,), 72), ((1,), 1)])
-def test_the_builtin_kind_lists_every_tp_ep_dp_of_n_gpus(
-    gpus: tuple[int, ...], domain: int
+def test_the_builtin_kind_lists_every_tp_ep_dp_pp_of_n_gpus(
+    gpus: tuple[int, ...], domain: int, pp: int
 ) -> None:
-    layouts = parallelism.stepwall_layouts(scenario=None)
+    """At the scenario's pp stages, every tp·ep·dp·pp = N (a size pp does not divide has
+    none); the stages are set per variant, so pp is not a column."""
+    layouts = parallelism.stepwall_layouts(
+        scenario=SimpleNamespace(parallel=SimpleNamespace(pp=pp))
+    )
     assert layouts.keys == ("parallel.tp", "parallel.ep", "parallel.dp")
     table = layouts.table(gpus, domain)
-    # every split of N into tp·ep·dp with tp within the domain; attention ranks = ep
-    want = [(n, tp, ep, n // (tp * ep), ep) for n in gpus for tp in range(1, n + 1)
-            for ep in range(1, n + 1) if n % (tp * ep) == 0 and tp <= domain]  # fmt: skip
+    # every split of N into tp·ep·dp·pp with tp within the domain; attention ranks = ep
+    want = [(n, tp, ep, n // (tp * ep * pp), ep) for n in gpus for tp in range(1, n + 1)
+            for ep in range(1, n + 1) if n % (tp * ep * pp) == 0 and tp <= domain]  # fmt: skip
     got = _rows(table, layouts.keys)
     assert sorted(got) == sorted(want) and len(got) == len(set(got))
     assert layouts.count(gpus, domain) == len(want)

@@ -6,11 +6,16 @@ share of the model against the unstaged model's own numbers; and bad degrees ref
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import io
+import json
+import shlex
 from typing import Any
 
 import pytest
 
+from stepwall.cli import main
 from stepwall.core.laws import bubble_fraction, pipeline_fill, pipeline_iteration
 from stepwall.model.compose import build_model
 from stepwall.testing import refusal
@@ -95,11 +100,20 @@ def test_uneven_stages_are_priced_at_the_busiest() -> None:
 
 def test_one_micro_batch_leaves_the_other_stage_idle() -> None:
     """m = 1 over p = 2: the step is twice the stage's own work, the bubble the half."""
-    ev = _ev("parallel.pp=2")
+    ev = _ev("parallel.pp=2", "parallel.microbatches=1")
     terms = _terms(ev)
     own = sum(v for k, v in terms.items() if not k.startswith(("pipeline.", "ttft.")))
     assert terms["pipeline.bubble"] == pytest.approx(own)
     assert ev["step_time_s"] == pytest.approx(2 * own)
+
+
+def test_unset_micro_batches_are_the_stages() -> None:
+    """Unset, m = p (a batch in flight per stage, as vLLM and SGLang run): no decode bubble,
+    and the stage's weights streamed p times, as with m = p stated."""
+    unset, stated = _ev("parallel.pp=4"), _ev("parallel.pp=4", "parallel.microbatches=4")
+    assert _terms(unset)["pipeline.bubble"] == 0
+    assert unset["step_time_s"] == pytest.approx(stated["step_time_s"], rel=1e-12)
+    assert unset["ops"]["lm_head"]["bytes"] == pytest.approx(4 * _ev()["ops"]["lm_head"]["bytes"])
 
 
 def test_micro_batches_reread_the_stage_weights() -> None:
@@ -129,7 +143,8 @@ def test_time_to_first_token_fills_the_pipeline() -> None:
         (["parallel.microbatches=0"], "parallel.microbatches"),
         (["parallel.pp=200"], "tp·ep·pp·dp GPUs"),
         (["parallel.pp=2", "parallel.microbatches=300"], "at least one user"),
-        (["parallel.pp=96"], "at least one layer"),
+        (["parallel.pp=96", "parallel.microbatches=1"], "at least one layer"),
+        (["parallel.pp=96"], "at least one user"),  # unset, m = p = 96 > 64 users
     ],
 )
 def test_impossible_pipelines_are_refused(
@@ -141,3 +156,37 @@ def test_impossible_pipelines_are_refused(
     for s in sets:
         argv += ["--set", s]
     assert needle in refusal(capsys, *argv)
+
+
+def _cli(argv: list[str]) -> dict[str, Any]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    assert code == 0, err.getvalue()
+    return dict(json.loads(out.getvalue()))
+
+
+def test_a_search_over_stages_keeps_every_deployment_at_n_gpus() -> None:
+    """``--vary parallel.pp=1,2,4`` on 8 GPUs: each stage count's layouts are tp·ep·dp·pp = 8,
+    and a staged point reproduces through its own command."""
+    doc = _cli(["search", "llama-3.1-70b", "--hardware", "h200", "--cluster", "hgx-h200-ib",
+                "--gpus", "8", "--batch", "16,64,256", "--vary", "parallel.pp=1,2,4",
+                "--json", "-q"])  # fmt: skip
+    # layouts of 8, 4 and 2 GPUs per stage set (tp ≤ 8, then ep, dp): 10 + 6 + 3, × 3 batches
+    assert doc["evaluated"] == (10 + 6 + 3) * 3
+    assert {p["gpus"] for p in doc["frontier"]} == {8}
+    staged = [p for p in doc["frontier"] if p["config"]["vary"]["parallel.pp"] > 1]
+    assert staged, "no staged point on the frontier"
+    for point in staged:
+        cfg = point["config"]
+        assert cfg["tp"] * cfg["ep"] * cfg["dp"] * cfg["vary"]["parallel.pp"] == 8
+        again = _cli([*shlex.split(point["command"])[1:], "--json"])
+        assert again["gpus"] == 8
+        assert again["tokens_per_s_per_gpu"] == pytest.approx(point["tokens_per_s_per_gpu"],
+                                                              rel=1e-12)  # fmt: skip
+
+
+def test_stages_that_divide_no_size_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["search", "llama-3.1-70b", "--hardware", "h200", "--cluster", "hgx-h200-ib",
+            "--gpus", "8", "--vary", "parallel.pp=3"]  # fmt: skip
+    assert "no variant has a layout of 8 GPUs" in refusal(capsys, *argv)

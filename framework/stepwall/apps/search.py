@@ -35,6 +35,7 @@ unique and independent of how the space was chunked.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import json
@@ -514,9 +515,15 @@ def plan_search(
                     "decides the model's shape here",
                     "a model whose layout keys are numeric",
                 )
-            variants += _pinned_variants(opt, kind, ref, registry, probe, (*own, *mine), sc,
-                                         numeric, values, layouts, batch, axes, cache,
-                                         provides)  # fmt: skip
+            layouts_of = functools.partial(_layouts_at, registry, sizes, domain, lay.keys, only)
+            found = _pinned_variants(opt, kind, ref, registry, probe, (*own, *mine), sc,
+                                     numeric, values, layouts, layouts_of, batch, axes, cache,
+                                     provides)  # fmt: skip
+            if not found:
+                raise SpecError("search", "--vary", f"no variant has a layout of "
+                                f"{', '.join(map(str, sizes))} GPUs",
+                                "pipeline stages that divide --gpus")  # fmt: skip
+            variants += found
     return Plan(model, options, tuple(variants), spec, tuple(engines), workload,
                 tuple(dict.fromkeys(warnings)))  # fmt: skip
 
@@ -567,10 +574,11 @@ def parse_only(text: str) -> tuple[str, tuple[int, ...]]:
 
 
 def only_layouts(table: LayoutTable, keys: Sequence[str],
-                 only: Sequence[tuple[str, Sequence[int]]], sizes: Sequence[int]
-                 ) -> LayoutTable:  # fmt: skip
+                 only: Sequence[tuple[str, Sequence[int]]], sizes: Sequence[int],
+                 refuse: bool = True) -> LayoutTable:  # fmt: skip
     """The rows of ``table`` whose degree KEY is one of the values, for each (KEY, values) of
-    ``only`` (a benchmark that ran one layout family, e.g. TP8 on one node)."""
+    ``only`` (a benchmark that ran one layout family, e.g. TP8 on one node); none left is
+    refused unless ``refuse`` is false (one structural variant of several)."""
     if not only:
         return table
     keep = np.ones(len(table.gpus), dtype=bool)
@@ -579,13 +587,27 @@ def only_layouts(table: LayoutTable, keys: Sequence[str],
             raise SpecError("search", "--only", f"{key} is not a degree the layouts set"
                             f"{did_you_mean(key, keys)}", f"one of {', '.join(keys)}")  # fmt: skip
         keep &= np.isin(table.degrees[key], np.asarray(values, dtype=table.degrees[key].dtype))
-    if not keep.any():
+    if not keep.any() and refuse:
         said = " ".join(f"{k}={','.join(map(str, v))}" for k, v in only)
         gpus = ", ".join(map(str, sizes))
         raise SpecError("search", "--only", f"{said} leaves no layout of {gpus} GPUs",
                         "degrees the layouts have")  # fmt: skip
     return LayoutTable(table.gpus[keep], {k: v[keep] for k, v in table.degrees.items()},
                        table.ranks[keep])  # fmt: skip
+
+
+def _layouts_at(
+    registry: Registry,
+    sizes: Sequence[int],
+    domain: int,
+    keys: Sequence[str],
+    only: Sequence[tuple[str, Sequence[int]]],
+    pinned: Scenario,
+) -> LayoutTable:
+    """A structural variant's own layouts of ``sizes`` GPUs (pipeline stages take GPUs of
+    N), those --only keeps; none is not refused here (another variant may have some)."""
+    table = _layouts(registry, pinned).table(sizes, domain)
+    return only_layouts(table, keys, only, sizes, refuse=False)
 
 
 def _layouts(registry: Registry, sc: Scenario) -> Layouts:
@@ -610,13 +632,16 @@ def _pinned_variants(
     numeric: CompiledModel,
     values: dict[str, float],
     layouts: LayoutTable,
+    layouts_of: Callable[[Scenario], LayoutTable],
     batch: Sequence[float],
     axes: Sequence[Any],
     cache: bool,
     provides: Mapping[str, str],
 ) -> list[Variant]:
     """One hardware option's and decoding kind's variants: one per combination of the
-    structural --vary values (each compiled on its own), the numeric axes searched in each."""
+    structural --vary values (each compiled on its own, with its own layouts: `layouts_of`;
+    one with none, such as pipeline stages that do not divide N, is left out), the numeric
+    axes searched in each."""
     variants: list[Variant] = []
     structural = [a for a in axes if a.key in numeric.structural_keys]
     free = [a for a in axes if a.key not in numeric.structural_keys]
@@ -625,9 +650,12 @@ def _pinned_variants(
     )
     for combo in combos:
         pinned = [f"{k}={_given(g)}" for k, g, _ in combo]
-        num, vals = numeric, values
+        num, vals, table = numeric, values, layouts
         if pinned:
             sc2 = load_scenario(ref, registry.kinds, [*probe, *pinned])
+            table = layouts_of(sc2)
+            if not len(table.gpus):
+                continue
             num = compile_scenario(sc2, registry, cache=cache)
             vals = {s.name: float(v) for s, v in sc2.values.items()}
         variants.append(
@@ -638,9 +666,9 @@ def _pinned_variants(
                 sets=(*sets, *pinned),
                 numeric=num,
                 values=vals,
-                layouts=layouts,
+                layouts=table,
                 nodes=np.maximum(
-                    vals[provides["nodes"]], np.ceil(layouts.gpus / vals[provides["gpus_per_node"]])
+                    vals[provides["nodes"]], np.ceil(table.gpus / vals[provides["gpus_per_node"]])
                 ),
                 batch=np.asarray(sorted(set(batch)), dtype=float),
                 axes=tuple((a.key, a.given, a.si) for a in free),

@@ -24,7 +24,10 @@ decoding kind:
   layouts   every tp × ep × dp = N for each N of --gpus (tp within one scale-up domain;
             ep spreads experts and runs attention data-parallel across it; dp replicas)
   batch     users per attention rank (--batch); a replica serves C = batch × ep users
-  --vary    any other numeric spec key (e.g. hardware.hbm_bandwidth=7TB/s,8TB/s)
+  --vary    any other numeric spec key (e.g. hardware.hbm_bandwidth=7TB/s,8TB/s);
+            parallel.pp=1,2,4 adds pipeline stages (tp × ep × dp × pp = N, one micro-batch
+            per stage unless parallel.microbatches is set), parallel.cp=1,8 splits a prompt
+            prefilled alone over cp attention ranks (prefill context parallelism, cp ≤ ep)
 Each hardware × decoding kind compiles the model once and evaluates the space through it,
 vectorized, in chunks (bounded memory); --dask spreads the chunks over processes or a
 cluster with identical results. Every point reported satisfies every constraint of the

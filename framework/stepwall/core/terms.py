@@ -305,7 +305,8 @@ class Decoding:
 
 @attrs.frozen
 class Layout:
-    """How a replica is spread: TP and EP degrees, DP replicas, and users per attention rank."""
+    """How a replica is spread: TP and EP degrees, DP replicas, and users per attention rank;
+    pipeline stages and their micro-batches; the prefill context-parallel degree."""
 
     tp: sp.Expr
     ep: sp.Expr
@@ -319,6 +320,8 @@ class Layout:
     pp: sp.Expr = sp.S.One  # pipeline stages, each tp·ep GPUs holding 1/pp of the layers
     microbatches: sp.Expr = sp.S.One  # micro-batches in flight through the stages
     pipelined: bool = False  # pp > 1: stages, micro-batches and their bubble are priced
+    cp: sp.Expr = sp.S.One  # attention ranks a prompt prefilled alone is split over
+    context_parallel: bool = False  # cp > 1: the split and its KV gather are priced
 
 
 @attrs.frozen

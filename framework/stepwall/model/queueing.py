@@ -48,7 +48,8 @@ def prefill_service(
     prompts' work evenly over iterations; the ones that carry a prompt are heavier),
     L = max(⌈ISL/chunk⌉·t, t_ttft); it holds ISL/(chunk·ranks) of an iteration's prefill
     budget (chunk tokens on each attention rank) and no less than its own prefill's time on
-    its rank, s = max(ISL·t/(chunk·ranks), t_ttft/ranks) (the serving step is costed at the
+    its ranks (one, or the cp of a context-parallel split), s = max(ISL·t/(chunk·ranks),
+    cp·t_ttft/ranks) (the serving step is costed at the
     prompts arriving on average, not at a full chunk, so t alone would price a prompt's
     prefill at far less than the work it is). A decode
     pool: its prompts are prefilled elsewhere, L = the ttft step (with the KV transfer),
@@ -63,7 +64,8 @@ def prefill_service(
     isl, chunk = ttft.tokens_per_user, engine.prefill_chunk
     held = step.admission_wait * t  # held for the attention ranks' balance first
     latency = held + sp.Max(sp.ceiling(isl / chunk) * t, t_ttft, evaluate=False)
-    occupancy = sp.Max(isl * t / (chunk * layout.ep), t_ttft / layout.ep, evaluate=False)
+    occupancy = sp.Max(isl * t / (chunk * layout.ep), t_ttft * layout.cp / layout.ep,
+                       evaluate=False)  # fmt: skip
     return Service(latency, occupancy, decode, True)
 
 

@@ -167,7 +167,8 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
     w, kind = scenario.params.workload, scenario.kinds["workload"]
     isl, osl = w.input_tokens, w.output_tokens
     transfer = isl if kind == "decode" and scenario.workload.kv_transfer else sp.S.Zero
-    ttft = Step("ttft", sp.S.One, sp.S.One, isl, sp.S.Zero, isl, kv_transfer=transfer,
+    # a prompt prefilled alone: on one attention rank, or 1/cp of it on each of cp ranks
+    ttft = Step("ttft", sp.S.One, 1 / layout.cp, isl, sp.S.Zero, isl, kv_transfer=transfer,
                 completion=osl)  # fmt: skip
     if kind == "prefill":
         users = layout.users

@@ -14,12 +14,18 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
+from stepwall.core.errors import SpecError
 from stepwall.core.fields import KindSpec
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
 from stepwall.plugin.hookspecs import hookimpl
 from stepwall.plugins.moe_plateau import ANALYSIS
-from stepwall.plugins.moe_transformer.attention import Attention, add_attention, kv_transfer
+from stepwall.plugins.moe_transformer.attention import (
+    Attention,
+    add_attention,
+    cp_kv_gather,
+    kv_transfer,
+)
 from stepwall.plugins.moe_transformer.constraints import layout_constraints
 from stepwall.plugins.moe_transformer.dense import add_dense, dense_weights, tp_allreduce
 from stepwall.plugins.moe_transformer.importer import IMPORTERS
@@ -53,8 +59,13 @@ def stepwall_model_work(
     scenario: Scenario, decoding: Decoding, layout: Layout, step: Step, engine: Engine
 ) -> Workload:
     """The per-GPU work of ``step``: attention, the dense side, MoE layers, TP all-reduces,
-    MTP drafting in decode, and the prompt's KV cache sent to a decode pool."""
+    MTP drafting in decode, a context-parallel prompt's KV gather, and the prompt's KV cache
+    sent to a decode pool."""
     p = Pass(scenario, layout, step, engine)
+    if layout.context_parallel and p.spec.linear_layers > 0:
+        raise SpecError(scenario.origin, "parallel.cp", "context parallelism over linear-"
+                        "attention or state-space layers is not modelled (their state is "
+                        "handed from rank to rank, not gathered)", "parallel.cp = 1")  # fmt: skip
     att = Attention.of(p)
     add_attention(p, att)
     add_dense(p)
@@ -66,6 +77,8 @@ def stepwall_model_work(
     p.collectives.append(tp_allreduce(p))
     if decoding.draft_passes != 0 and step.name == "decode":
         p.ops += draft_ops(p, decoding, att)
+    if p.context_split:
+        p.collectives.append(cp_kv_gather(p, att))
     if step.kv_transfer != 0:
         p.collectives.append(kv_transfer(p, att))
     weights = sp.Add(*parts.values())

@@ -326,6 +326,20 @@ def kv_transfer(p: Pass, att: Attention) -> Collective:
                       "the prompt's KV cache to the decode pool")  # fmt: skip
 
 
+def cp_kv_gather(p: Pass, att: Attention) -> Collective:
+    """Prefill context parallelism (SGLang's prefill CP, docs.sglang.io advanced_features/
+    prefill_cp): each of the cp ranks holds 1/cp of the prompt's tokens (a zigzag split gives
+    each the same causal work) and, layer by layer, all-gathers the others' keys and values
+    to attend over. An all-gather is the all-to-all in which each rank sends its share to
+    every peer: per call the prompt's whole cache of one layer on a TP rank (the mean over
+    the attention layers; window layers hold at most the window)."""
+    prompt, layers = p.step.tokens_per_user, att.layers
+    size = att.cache_bytes(prompt, p.layout.tp) / layers
+    return Collective("comm.cp_kv_gather", "all_to_all", p.layout.cp, size, layers, PLUGIN,
+                      "the prompt's KV gathered over its context-parallel ranks, a layer at "
+                      "a time")  # fmt: skip
+
+
 def head_constraints(m: Any, spec: Any) -> list[Constraint]:
     """What the attention laws assume of the heads: GQA's query heads in equal groups per KV
     head (`gqa_params`, `gqa_kv_bytes`), or MLA's dimensions each at least one."""

@@ -32,7 +32,9 @@ def add_dense(p: Pass) -> None:
         p.gemm("dense.ffn", _ffn(p), m.dense_bits, step.tokens_rank, "dense",
                "dense FFN layers (gate-up, down)", 2 * p.n_dense, spec.dense_math)  # fmt: skip
     # logits for every verified token when decoding; for the last prompt token otherwise
-    head_rows = step.users_per_rank * (1 if p.prefill else step.tokens_per_user)
+    # (the last prompt token is on one rank of a context-parallel split)
+    head_rows = (sp.S.One if p.context_split
+                 else step.users_per_rank * (1 if p.prefill else step.tokens_per_user))  # fmt: skip
     p.gemm("lm_head", _head(p), m.embedding_bits, head_rows, "dense",
            "LM head (vocabulary-parallel)", sp.Integer(1), spec.embedding_math)  # fmt: skip
     act = m.hidden * m.activation_bits

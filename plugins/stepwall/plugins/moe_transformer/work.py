@@ -67,6 +67,12 @@ class Pass:
         return self.step.name != "decode"
 
     @property
+    def context_split(self) -> bool:
+        """A prompt prefilled alone, split over the layout's cp attention ranks (prefill context
+        parallelism): each rank takes 1/cp of its tokens (`Step.users_per_rank`)."""
+        return self.layout.context_parallel and self.step.name == "ttft"
+
+    @property
     def n_moe(self) -> sp.Expr:
         """Layers with an MoE FFN: all but the dense ones and those with no FFN."""
         m = self.m
