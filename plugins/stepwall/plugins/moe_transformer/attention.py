@@ -72,13 +72,16 @@ class Attention:
     chunked: bool = False  # Llama 4: some layers attend only within their chunk
     indexer: sp.Expr = sp.S.Zero  # weights per indexed layer of the lightning indexer
     extra: sp.Expr = sp.S.Zero  # weights over the layers besides these (compressors)
+    # a window layer's KV bytes per token over a full layer's, less one (its own KV heads)
+    window_surplus: sp.Expr = sp.S.Zero
 
     @classmethod
     def of(cls, p: Pass) -> Attention:
         att = attrs.evolve(cls._dense(p), chunked=p.spec.chunked_layers > 0)
         if p.spec.attention_gate:  # a sigmoid gate on the heads' output, split by heads
             m = p.m
-            width = m.head_dim if p.spec.attention == "gqa" else m.v_head_dim
+            gqa_width = m.v_head_dim if p.spec.v_head_dim > 0 else m.head_dim
+            width = gqa_width if p.spec.attention == "gqa" else m.v_head_dim
             gate = m.hidden * m.n_heads * width * shard(m.n_heads, p.layout.tp)
             att = attrs.evolve(att, split=att.split + gate)
         if p.spec.attention == "compressed":
@@ -133,13 +136,25 @@ class Attention:
                                               m.v_head_dim, m.n_heads, tp, ctx)  # fmt: skip
 
             return cls(m, rep, split, kv_token, score, prompt_score)
-        rep, split = gqa_params(m.hidden, m.n_heads, m.n_kv_heads, m.head_dim, tp)
-        kv_token = gqa_kv_bytes(m.n_kv_heads, m.head_dim, tp, m.kv_bits)
+        # values narrower than queries and keys: every GQA law is linear in 2·d_h, so the
+        # mean (d_qk + d_v)/2 prices q·k and p·v, the k and v caches and q, k, v, o exactly
+        d = (m.head_dim + m.v_head_dim) / 2 if p.spec.v_head_dim > 0 else m.head_dim
+        rep, split = gqa_params(m.hidden, m.n_heads, m.n_kv_heads, d, tp)
+        kv_token = gqa_kv_bytes(m.n_kv_heads, d, tp, m.kv_bits)
 
         def gqa_score(ctx: sp.Expr) -> sp.Expr:
-            return gqa_score_flops(m.head_dim, m.n_heads, tp, ctx)
+            return gqa_score_flops(d, m.n_heads, tp, ctx)
 
-        return cls(m, rep, split, kv_token, gqa_score, gqa_score)
+        att = cls(m, rep, split, kv_token, gqa_score, gqa_score)
+        if p.spec.window_kv_heads == 0:
+            return att
+        # sliding-window layers with KV heads of their own: their k and v projections and
+        # their cache in proportion (`gqa_params`' k_v part, `gqa_kv_bytes`)
+        own = gqa_kv_bytes(m.window_kv_heads, d, tp, m.kv_bits)
+        kv_w = 2 * m.hidden * d * m.window_kv_heads * shard(m.window_kv_heads, tp)
+        kv_f = 2 * m.hidden * d * m.n_kv_heads * shard(m.n_kv_heads, tp)
+        return attrs.evolve(att, extra=m.sliding_layers * (kv_w - kv_f),
+                            window_surplus=own / kv_token - 1)  # fmt: skip
 
     @property
     def params(self) -> sp.Expr:
@@ -176,6 +191,16 @@ class Attention:
         chunk = (chunk_tokens_mean(2 * ctx, m.attention_chunk) if prompt
                  else chunk_tokens(ctx, m.attention_chunk))  # fmt: skip
         return window + m.chunked_layers * chunk
+
+    def surplus(self, ctx: sp.Expr, cap: bool = True) -> sp.Expr:
+        """Layer-tokens of KV bytes the window layers' own KV heads add to those counted at
+        the full layers' bytes per token (`window_surplus` of each of their min(S, W) tokens,
+        or of every token written when ``cap`` is false); 0 with the full layers' heads."""
+        if self.window_surplus == 0:
+            return sp.S.Zero
+        m = self.m
+        tokens = min_of(ctx, m.sliding_window) if cap else ctx
+        return self.window_surplus * m.sliding_layers * tokens
 
     @property
     def window_layers(self) -> sp.Expr:
@@ -215,7 +240,9 @@ class Attention:
     def written(self, tokens: sp.Expr) -> sp.Expr:
         """Layer-entries a prompt of ``tokens`` writes to the cache: one per token per layer;
         compressed attention's entries as `held` counts them."""
-        return self.held(tokens) if self.compressed else self.layers * tokens
+        if self.compressed:
+            return self.held(tokens)
+        return self.layers * tokens + self.surplus(tokens, cap=False)
 
     @property
     def indexed_layers(self) -> sp.Expr:
@@ -248,7 +275,8 @@ class Attention:
         m = self.m
         state = linear_state_elements(m.linear_value_heads, m.linear_key_dim, m.linear_value_dim,
                                       tp)  # fmt: skip
-        return (self.held(tokens) * self.kv_token + tokens * self.index_token
+        return ((self.held(tokens) + self.surplus(tokens)) * self.kv_token
+                + tokens * self.index_token
                 + m.linear_layers * state * m.state_bits)  # fmt: skip
 
     def resident_kv(self, p: Pass) -> sp.Expr:
@@ -277,13 +305,14 @@ def add_attention(p: Pass, att: Attention) -> None:
     decode_ctx = step.context + step.tokens_per_user / 2
     prompt_ctx = step.tokens_per_user / 2 if p.prefill else step.prefill_context
     users_rank = step.users_per_rank
-    kv_read = users_rank * attended(step.context + step.tokens_per_user) * kv_token
+    whole = step.context + step.tokens_per_user
+    kv_read = users_rank * (attended(whole) + att.surplus(whole)) * kv_token
     kv_read += att.written(step.prefill_tokens_rank) * kv_token  # new prompt KV written
     # prompt tokens attend in expanded (multi-head) form, decode tokens in absorbed form
     score = att.prompt_score(1) if p.prefill else att.score(1)
     flops = users_rank * step.tokens_per_user * score * new(decode_ctx)
     flops += step.prefill_tokens_rank * att.prompt_score(1) * prompts(prompt_ctx)
-    one_user = attended(step.context + step.tokens_per_user) * kv_token  # its own KV, in order
+    one_user = (attended(whole) + att.surplus(whole)) * kv_token  # its own KV, in order
     # KV tokens per query per layer, averaged over the pass's queries (its compute ramp)
     queries = users_rank * step.tokens_per_user + step.prefill_tokens_rank
     per_query = (
@@ -359,8 +388,15 @@ def head_constraints(m: Any, spec: Any) -> list[Constraint]:
     if spec.attention == "compressed":
         return [*sparse, *_compressed_constraints(m)]
     if spec.attention == "gqa":
+        window = []
+        if spec.window_kv_heads > 0:
+            window = [Constraint(
+                "window_kv_heads_group_heads", sp.Eq(sp.Mod(m.n_heads, m.window_kv_heads), 0),
+                "a sliding-window layer's query heads form equal groups, one per KV head",
+                ("model.window_kv_heads", "model.n_heads"), PLUGIN)]  # fmt: skip
         return [
             *sparse,
+            *window,
             Constraint("kv_heads_within_heads", m.n_kv_heads <= m.n_heads,
                        "each KV head serves one or more query heads",
                        ("model.n_kv_heads", "model.n_heads"), PLUGIN),

@@ -33,8 +33,8 @@ NOT_YET = {
     "linear_attn_config": "linear attention layers beside full attention (Kimi Delta Attention)",
     "hybrid_override_pattern": "Mamba-2 state-space layers interleaved with attention",
     "mamba_num_heads": "Mamba-2 state-space layers",
-    "attention_chunk_size": "local attention outside Llama 4's chunked form (MiMo-V2-Flash: "
-    "sliding-window and full layers of different head geometries)",
+    "attention_chunk_size": "local attention outside Llama 4's chunked form and MiMo-V2's "
+    "sliding window",
     "sparse_topk_blocks": "block-sparse attention",
     "sparse_attention_config": "block-sparse attention",
     "moe_latent_size": "latent MoE (experts in a projected space)",
@@ -753,6 +753,91 @@ def _llama4(d: Draft) -> None:
     _finish(d, hidden, shape)
 
 
+def _pattern(cfg: HFConfig, key: str, n: int) -> list[int]:
+    """A per-layer list of 0s and 1s the config states (``hybrid_layer_pattern``,
+    ``moe_layer_freq``), or a one-line error naming it."""
+    value = cfg.value(key)
+    if not (isinstance(value, list) and len(value) == n and all(v in (0, 1) for v in value)):
+        raise SpecError(cfg.file, cfg.key(key), f"is {value!r}"[:80],
+                        f"a list of {n} entries, one per layer, each 0 or 1")  # fmt: skip
+    return [int(v) for v in value]
+
+
+def _same(cfg: HFConfig, key: str, like: str) -> None:
+    """A sliding-window layer's geometry that stepwall keeps one of for both kinds of layer:
+    refused where it differs from the full layers'."""
+    if cfg.count(key, cfg.count(like)) != cfg.count(like):
+        raise SpecError(cfg.file, cfg.key(key), f"is {cfg.count(key)}, not {like} "
+                        f"{cfg.count(like)}: sliding-window layers of other query heads or "
+                        f"head dimensions are not expressible in {KIND} yet",
+                        f"{like}'s value")  # fmt: skip
+
+
+def _mimo_v2(d: Draft) -> None:
+    """MiMo-V2-Flash: GQA whose values are narrower than queries and keys (``v_head_dim``),
+    sliding-window layers (``hybrid_layer_pattern`` 1) of ``sliding_window`` tokens with KV
+    heads of their own (``swa_num_key_value_heads``) beside full layers (0), and a DeepSeek-
+    style MoE without shared experts on the layers ``moe_layer_freq`` marks 1 (the others a
+    dense MLP of ``intermediate_size``). Its ``attention_chunk_size`` is the window's size;
+    attention sinks and the partial rotary embedding are elementwise and not priced."""
+    cfg = d.cfg
+    n = d.take("n_layers", "num_hidden_layers")
+    moe = _pattern(cfg, "moe_layer_freq", n)
+    dense_layers = [i for i in range(n) if not moe[i]]
+    d.put(
+        "n_dense_layers",
+        len(dense_layers),
+        f"config.json {cfg.key('moe_layer_freq')}: "
+        f"{len(dense_layers)} layers with a dense MLP ({', '.join(map(str, dense_layers))})",
+    )
+    hidden = d.take("hidden", "hidden_size")
+    dense_width = d.take("dense_intermediate", "intermediate_size")
+    d.take("n_experts", "n_routed_experts")
+    d.take("experts_per_token", "num_experts_per_tok")
+    d.take("n_group", "n_group", default=1)
+    d.take("topk_group", "topk_group", default=1)
+    shared = d.take("n_shared_experts", "n_shared_experts", default=0, minimum=0)
+    e_width = d.take("expert_intermediate", "moe_intermediate_size")
+    shape = Shape(n, dense_layers)
+    d.put("attention", "gqa", "grouped-query attention (num_key_value_heads, num_attention_heads)")
+    heads = d.take("n_heads", "num_attention_heads")
+    kv = d.take("n_kv_heads", "num_key_value_heads")
+    qk = d.take("head_dim", "head_dim")
+    v = d.take("v_head_dim", "v_head_dim")
+    sliding = _pattern(cfg, "hybrid_layer_pattern", n)
+    window = d.take("sliding_window", "sliding_window")
+    chunk = cfg.count("attention_chunk_size", window)
+    if chunk != window:
+        raise SpecError(cfg.file, cfg.key("attention_chunk_size"), f"is {chunk}, not the "
+                        f"sliding window {window}", f"{window} (the window's size)")  # fmt: skip
+    d.put("sliding_layers", sum(sliding), f"config.json {cfg.key('hybrid_layer_pattern')}: "
+          f"{sum(sliding)} sliding-window layers (1) of {n}")  # fmt: skip
+    for key, like in (
+        ("swa_num_attention_heads", "num_attention_heads"),
+        ("swa_head_dim", "head_dim"),
+        ("swa_v_head_dim", "v_head_dim"),
+    ):
+        _same(cfg, key, like)
+    kv_w = d.take("window_kv_heads", "swa_num_key_value_heads")
+    kv_of = [kv_w if sliding[i] else kv for i in range(n)]
+    shape.attention = [
+        Module(names, params, False)
+        for i in range(n)
+        for suffix, params in (("self_attn.q_proj", hidden * heads * qk),
+                               ("self_attn.k_proj", hidden * kv_of[i] * qk),
+                               ("self_attn.v_proj", hidden * kv_of[i] * v),
+                               ("self_attn.o_proj", heads * v * hidden))
+        for names in _names(suffix, [i], "model")
+    ]  # fmt: skip
+    shape.dense = _modules(_ffn("mlp", hidden, dense_width, GATE_UP_DOWN), dense_layers)
+    shape.experts = _modules(_ffn("mlp.experts.0", hidden, e_width, GATE_UP_DOWN),
+                             shape.moe_layers, expert=True)  # fmt: skip
+    if shared:
+        shape.shared = _modules(_ffn("mlp.shared_experts", hidden, shared * e_width,
+                                     GATE_UP_DOWN), shape.moe_layers)  # fmt: skip
+    _finish(d, hidden, shape)
+
+
 def _sparse_block(cfg: HFConfig, block: dict[str, object], name: str) -> int:
     value = block.get(name)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -1016,6 +1101,7 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "DeepseekV4ForCausalLM": _deepseek_v4,
     "MiniMaxM3ForCausalLM": _minimax_m3,
     "Llama4ForConditionalGeneration": _llama4,
+    "MiMoV2FlashForCausalLM": _mimo_v2,
 }
 
 # NOT_YET keys a family reads itself
@@ -1025,6 +1111,7 @@ HANDLED = {
     "DeepseekV4ForCausalLM": ("compress_ratios", "hc_mult"),
     "MiniMaxM3ForCausalLM": ("sparse_attention_config",),
     "Llama4ForConditionalGeneration": ("attention_chunk_size",),
+    "MiMoV2FlashForCausalLM": ("attention_chunk_size",),
 }
 
 
@@ -1033,7 +1120,6 @@ NOT_YET_ARCHITECTURES = (
     "KimiK3ForConditionalGeneration",
     "MiniMaxM3SparseForCausalLM",
     "Gemma4ForConditionalGeneration",
-    "MiMoV2FlashForCausalLM",
 )
 
 

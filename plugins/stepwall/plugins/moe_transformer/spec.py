@@ -87,7 +87,11 @@ class MoeTransformer:
     kv_lora_rank: int = _zero_ok("MLA latent KV dimension", "r_{kv}")
     qk_nope_head_dim: int = _zero_ok("MLA non-rotary query/key head dimension", "d_{nope}")
     qk_rope_head_dim: int = _zero_ok("MLA rotary head dimension", "d_{rope}")
-    v_head_dim: int = _zero_ok("MLA value head dimension", "d_{v}")
+    v_head_dim: int = _zero_ok(
+        "value head dimension: MLA's; GQA's where values are narrower than queries and keys "
+        "(MiMo-V2-Flash: 128 beside 192; 0 for GQA: head_dim)",
+        "d_{v}",
+    )
     vocab: int = _count("vocabulary size", "V")
     tie_embeddings: int = _switch(
         "1: the LM head is the input embedding's matrix, held once (tie_word_embeddings); 0: two",
@@ -97,6 +101,11 @@ class MoeTransformer:
         "tokens a sliding-window layer attends to (0: no sliding-window layers)", "W"
     )
     sliding_layers: int = _zero_ok("layers with a sliding window (gpt-oss: every other)", "L_{w}")
+    window_kv_heads: int = _zero_ok(
+        "KV heads of the sliding-window layers where they differ from the full layers' "
+        "(GQA; MiMo-V2-Flash: 8 beside 4; 0: n_kv_heads)",
+        r"H_{kv,w}",
+    )
     chunked_layers: int = _zero_ok(
         "layers attending only within their chunk of attention_chunk tokens (Llama 4: the "
         "RoPE layers, 3 of 4)",
