@@ -94,8 +94,9 @@ def test_a_kinds_own_layouts_are_what_the_search_tries() -> None:
         c = p["config"]
         assert c["tp"] == c["gpus"] and "ep" not in c and "dp" not in c
         assert c["users_per_rank"] == c["concurrency"]  # one attention rank per replica
-        # the kind's degree, the cluster's 9 nodes (enough for every N), the users
-        assert p["command"].endswith(f"--set parallel.tp={c['tp']} --set cluster.nodes=9 "
+        # the kind's degree, the deployment's one node (at most 8 GPUs, one 8-GPU domain),
+        # the users
+        assert p["command"].endswith(f"--set parallel.tp={c['tp']} --set cluster.nodes=1 "
                                      f"--set workload.concurrency={c['concurrency']}")  # fmt: skip
         assert "parallel.ep=" not in p["command"]
     code, out, err = kit.cli(*SEARCH[:-2], "--gpus", "8", "--set", "parallel.kind=tp-only")

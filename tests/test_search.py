@@ -5,15 +5,19 @@ files, and dask against a single process."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import shlex
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from stepwall.apps import search as search_app
+from stepwall.apps.report.render import Report
 from stepwall.cli import main
 from stepwall.core.catalog import catalog_root
 from stepwall.core.units import parse_quantity
@@ -270,3 +274,67 @@ def test_dask_equals_single_process() -> None:
     code, many, err = run([*SMALL, *extra, "--json", "--dask", "--workers", "2"])
     assert code == 0, err
     assert many == one
+
+
+def test_commands_carry_the_deployments_nodes_not_the_clusters() -> None:
+    """An 8-GPU deployment on HGX (8 GPUs a node, an 8-GPU domain) runs on 1 node; on GB200
+    NVL72 (4 a node) its command keeps the whole 72-GPU domain, 18 nodes; the clusters' own
+    specs say 9 and 18. Each command reproduces its point."""
+    argv = ["search", "llama-3.1-70b", "--hardware", "h200,gb200", "--cluster",
+            "hgx-h200-ib,gb200-nvl72", "--gpus", "8,16", "--batch", "8,64",
+            "--json", "-q"]  # fmt: skip
+    code, out, err = run(argv)
+    assert code == 0, err
+    doc = json.loads(out)
+    want = {("h200", 8): 1, ("h200", 16): 2, ("gb200", 8): 18, ("gb200", 16): 18}
+    for p in doc["frontier"]:
+        cfg = p["config"]
+        nodes = want[(cfg["hardware"], cfg["gpus"])]
+        assert cfg["nodes"] == nodes and f"--set cluster.nodes={nodes} " in p["command"]
+        got = eval_json(shlex.split(p["command"])[1:])
+        assert got is not None and got["feasible"]
+        assert got["tokens_per_s_per_gpu"] == pytest.approx(p["tokens_per_s_per_gpu"], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("nominal", "ends", "want"),
+    [
+        (9.76, [10.12, 10.12], (9.76, 10.12)),  # both ends above the nominal
+        (5.0, [4.0, 6.0], (4.0, 6.0)),
+        (5.0, [6.0], (5.0, 6.0)),  # the low end reaches no point
+        (None, [10.12], (None, None)),  # no nominal point: no interval
+    ],
+)
+def test_a_ranking_interval_holds_its_nominal(nominal, ends, want) -> None:
+    assert search_app.objective_span(nominal, ends) == want
+
+
+def _interval_faults(result: Any) -> list[str]:
+    faults = []
+    for t in result.best:
+        for r in t["robustness"]["options"]:
+            n, lo, hi = r["nominal"], r["low"], r["high"]
+            if n is None and (lo, hi) != (None, None):
+                faults.append(f"{t['target']} {r['option']}: an interval without a nominal")
+            if n is not None and not (lo is not None and lo <= n <= hi):
+                faults.append(f"{t['target']} {r['option']}: {n} outside [{lo}, {hi}]")
+    return faults
+
+
+@pytest.mark.slow  # every shipped report's searches, three passes each
+def test_every_shipped_reports_ranking_intervals_hold_their_nominals() -> None:
+    """Each target of each ``pareto`` block of the shipped reports: an option's interval
+    holds its own nominal, and one with no nominal point shows none."""
+    checked = 0
+    for spec in sorted((catalog_root() / "reports").glob("*.toml")):
+        report = Report(spec.stem)
+        try:
+            for _, kind, opts, at in report._blocks:
+                if kind.name != "pareto":
+                    continue
+                result = report.computed(at, functools.partial(kind.compute, report, opts, at))
+                assert not _interval_faults(result), (spec.stem, _interval_faults(result))
+                checked += len(result.best)
+        finally:
+            report._jobs.close()
+    assert checked >= 2  # dsr1-frontiers' two targets at least

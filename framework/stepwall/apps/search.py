@@ -667,8 +667,8 @@ def _pinned_variants(
                 numeric=num,
                 values=vals,
                 layouts=table,
-                nodes=np.maximum(
-                    vals[provides["nodes"]], np.ceil(table.gpus / vals[provides["gpus_per_node"]])
+                nodes=deployment_nodes(
+                    table.gpus, vals[provides["gpus_per_node"]], vals[provides["scale_up_domain"]]
                 ),
                 batch=np.asarray(sorted(set(batch)), dtype=float),
                 axes=tuple((a.key, a.given, a.si) for a in free),
@@ -678,6 +678,13 @@ def _pinned_variants(
             )
         )
     return variants
+
+
+def deployment_nodes(gpus: np.ndarray, per_node: float, domain: float) -> np.ndarray:
+    """The nodes a deployment of ``gpus`` GPUs takes (its reproduction command's
+    ``cluster.nodes``): enough for its GPUs and for one whole scale-up domain (an NVL72 rack
+    is one domain, whatever part of it a deployment uses), not the cluster spec's own size."""
+    return np.maximum(np.ceil(gpus / per_node), np.ceil(domain / per_node))
 
 
 def _load_variant(
@@ -1063,6 +1070,20 @@ def scaled(plan: Plan, factor: float) -> Plan:
     return attrs.evolve(plan, variants=tuple(variants))
 
 
+def objective_span(
+    nominal: float | None, at_ends: Sequence[float]
+) -> tuple[float | None, float | None]:
+    """An option's best objective over its efficiencies' span: the least and greatest of its
+    values at the span's two ends and at the nominal efficiencies, so the interval holds the
+    nominal wherever the ends lie (a spec range's ends are the spec's, whatever value a
+    --set gives). An option with no nominal point has no interval: a spread does not rank
+    what the specs as stated do not reach."""
+    if nominal is None:
+        return None, None
+    values = sorted([nominal, *at_ends])
+    return values[0], values[-1]
+
+
 def robustness(
     result: Result,
     spread: float,
@@ -1089,16 +1110,11 @@ def robustness(
         for o in entry["options"]:
             lab = o["option"]
             p = o["point"]
-            lo, hi = ends["low"][t][lab], ends["high"][t][lab]
-            vals = sorted(sign * b[0] for b in (lo, hi) if b is not None)
-            rows.append(
-                {
-                    "option": lab,
-                    "nominal": None if p is None else p[plan.spec.objective],
-                    "low": vals[0] if vals else None,
-                    "high": vals[-1] if vals else None,
-                }
-            )
+            nominal = None if p is None else p[plan.spec.objective]
+            at_ends = [sign * b[0] for b in (ends["low"][t][lab], ends["high"][t][lab])
+                       if b is not None]  # fmt: skip
+            low, high = objective_span(nominal, at_ends)
+            rows.append({"option": lab, "nominal": nominal, "low": low, "high": high})
         ranks = {}
         for name in ("low", "high"):
             got = [(b[0], -b[1], lab) for lab, b in ends[name][t].items() if b is not None]
