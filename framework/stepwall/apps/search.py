@@ -9,8 +9,9 @@ product of
 
 - layouts: for each deployment size N (``--gpus``), those the scenario's parallel kind lists
   (``stepwall_layouts``; the built-in one: every tp dividing N within one scale-up domain,
-  every ep dividing N/tp, and dp = N/(tp·ep) replicas), the cluster grown to N GPUs when it
-  has fewer (its ``nodes`` requirement);
+  every ep dividing N/tp, and dp = N/(tp·ep) replicas), the cluster sized to the
+  deployment: its N GPUs and at least one scale-up domain (its ``nodes`` requirement,
+  `deployment_nodes`);
 - the batch per attention rank b (``--batch``): a replica of a layout with r attention ranks
   serves b·r users (the workload's ``users`` requirement; the built-in layouts: r = ep), so
   wide-EP layouts are searched at the same per-rank batches as TP layouts;
@@ -229,7 +230,7 @@ class Variant:
     numeric: CompiledModel
     values: Mapping[str, float]  # the scenario's SI values
     layouts: LayoutTable  # the parallel kind's layouts (one row each)
-    nodes: np.ndarray  # the nodes the cluster needs for each layout (at least as many as it has)
+    nodes: np.ndarray  # each layout's own nodes (`deployment_nodes`)
     batch: np.ndarray  # users per attention rank
     axes: tuple[tuple[str, tuple[Any, ...], np.ndarray], ...]  # (key, given, SI) of --vary
     ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)  # ranged spec values
@@ -855,7 +856,7 @@ def _blocks(start: int, stop: int, width: int) -> Iterator[tuple[slice, slice]]:
         start = end
 
 
-def _evaluate_block(
+def evaluate_block(
     numeric: CompiledModel,
     payload: Mapping[str, Any],
     start: int,
@@ -896,7 +897,7 @@ def run_chunk(
     numeric = _model_of(payload)
     idx = np.arange(start, stop, dtype=np.int64)
     failed: dict[str, int] = {}
-    got, ok = _evaluate_block(numeric, payload, start, stop, spec.needed, failed)
+    got, ok = evaluate_block(numeric, payload, start, stop, spec.needed, failed)
     n = idx.size
     feasible = int(ok.sum())
     filtered = []  # per filter: the feasible points it removes
@@ -1363,10 +1364,11 @@ def _overall(plan: Plan, fronts: Mapping[str, np.ndarray]) -> set[int]:
     return {int(i) for i in ids[pareto(x, y, ids)]}
 
 
-def binding(plan: Plan, gid: int, target: Condition) -> str:
-    """What stops the best point at a target from doing better: the same layout with the
-    next larger batch per rank breaks a constraint (memory, …), misses the target or a
-    filter, or does no better; or the batch grid ends."""
+def binding(plan: Plan, gid: int, target: Condition | None) -> str:
+    """What stops the best point at a target (or, with none, at the filters alone) from
+    doing better: the same layout with the next larger batch per rank breaks a constraint
+    (memory, …), misses the target or a filter, or does no better; or the batch grid
+    ends."""
     vi, local = _locate(plan, gid)
     v = plan.variants[vi]
     coords = list(np.unravel_index(local, v.shape))
@@ -1384,7 +1386,7 @@ def binding(plan: Plan, gid: int, target: Condition) -> str:
                 return f"{c.name} ({c.message}) at {int(v.batch[coords[1]])} users per rank"
         return "a metric is not finite at the next batch"
     got = {m: np.broadcast_to(np.asarray(ev[m], dtype=float), (2,)) for m in plan.spec.needed}
-    if not target.holds(got[target.metric][1:])[0]:
+    if target is not None and not target.holds(got[target.metric][1:])[0]:
         return f"the target {target.text} (the next batch gives {got[target.metric][1]:.4g})"
     for w in plan.spec.where:
         if not w.holds(got[w.metric][1:])[0]:

@@ -107,6 +107,13 @@ COMMANDS: dict[str, Builtin] = {
         "stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8,16",
         "search",
     ),
+    "recommend": Builtin(
+        "size a deployment: the cheapest (GPUs, USD/h or MW) that serves R requests/s within "
+        "a TTFT/TPOT SLA, with runners-up and their eval commands",
+        "stepwall recommend deepseek-v3-fp8 --rate 50 --isl 2048 --hardware h200 "
+        "--cluster hgx-h200-ib --ttft 'p90<=2s' --tpot '<=30ms'",
+        "recommend",
+    ),
     "explore": Builtin(
         "write an interactive HTML explorer of a scenario (self-contained, offline): sliders, "
         "live metrics, constraints, wall",

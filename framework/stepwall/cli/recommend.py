@@ -1,0 +1,207 @@
+"""``stepwall recommend``: the cheapest deployment that serves a request rate within an SLA
+(the work is `stepwall.apps.recommend`, over `stepwall.apps.search`'s space; this module is
+its command line)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from stepwall.apps import recommend as sizing_app
+from stepwall.apps.search import (
+    DEFAULT_BATCH,
+    Spec,
+    check_metric,
+    metric_table,
+    parse_condition,
+    parse_counts,
+    plan_search,
+    progress_bar,
+)
+from stepwall.core.errors import SpecError
+from stepwall.core.progress import quiet_argument
+from stepwall.core.terminal import visible, warn
+from stepwall.io.formats import write_json
+
+if TYPE_CHECKING:
+    from stepwall.plugin.registry import Registry
+
+DESCRIPTION = """\
+The cheapest deployment that serves --rate requests per second of ISL/OSL tokens within an
+SLA, on one or more hardware options, with runners-up (one per layout), what bounds each,
+and the `stepwall eval` command that reproduces one copy of it.
+
+Each candidate is a point of `stepwall search`'s space (every tp × ep × dp = N layout of
+--gpus, every batch of --batch, each --decoding kind and --engine) that passes every
+constraint of the model and every SLA filter, priced as benchmark clients run it: a closed
+loop at its concurrency C completing q requests/s. Serving R takes k = ⌈R/q⌉ copies, k·N
+GPUs, each copy then carrying R/k ≤ q (no more load than its SLA was checked at). --minimize
+picks the cost: GPUs, USD per hour (the cluster's price per GPU-hour) or MW (board power ×
+PUE); a spec that states no price or power is refused, naming the key.
+"""
+
+EPILOG = """\
+examples:
+  stepwall recommend deepseek-v3-fp8 --rate 50 --isl 2048 --osl 1024 --hardware h200 \\
+      --cluster hgx-h200-ib --ttft "p90<=2s" --tpot "<=30ms"
+  stepwall recommend deepseek-r1-fp4 --rate 200 --hardware b200,gb200 \\
+      --cluster hgx-b200-ib,gb200-nvl72 --gpus 8,16,32,72 --engine trtllm \\
+      --ttft "p90<=2s" --where "tokens_per_s_per_user>=30" --minimize usd --json
+
+--ttft takes [p50|median|p90|p99]<=VALUE (no prefix: the median), --tpot <=VALUE; both are
+the serving model's values under load at the candidate's concurrency (docs/physics.md,
+"Serving metrics and queueing"). --where takes any METRIC>=VALUE or METRIC<=VALUE.
+"""
+
+
+def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    """The arguments of ``stepwall recommend``.
+
+    Stays whole: a flat list of argparse declarations in the order ``--help`` lists them.
+    """
+    p.description = DESCRIPTION
+    p.epilog = EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("model", metavar="MODEL", help="a model spec: catalog name or .toml path")
+    p.add_argument(
+        "--rate",
+        type=float,
+        required=True,
+        metavar="R",
+        help="requests per second to serve (Poisson or steady, on average)",
+    )
+    p.add_argument("--isl", type=int, default=1024, help="prompt tokens per request (1024)")
+    p.add_argument("--osl", type=int, default=1024, help="output tokens per request (1024)")
+    p.add_argument(
+        "--hardware",
+        required=True,
+        metavar="H[,H2,…]",
+        help="GPU specs to compare, comma-separated (catalog names or paths)",
+    )
+    p.add_argument(
+        "--cluster",
+        required=True,
+        metavar="C[,C2,…]",
+        help="the cluster of each hardware, in the same order (or one for all)",
+    )
+    p.add_argument(
+        "--gpus",
+        default="8,16,32,64",
+        metavar="N[,N2,…]|LO..HI:STEP",
+        help="GPUs of one copy of a deployment (default 8,16,32,64)",
+    )
+    p.add_argument(
+        "--engine",
+        default=None,
+        metavar="E[,E2,…]",
+        help="engine profiles to compare (catalog names; default: the plugin's)",
+    )
+    p.add_argument(
+        "--decoding",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="decoding kinds to consider (default autoregressive)",
+    )
+    p.add_argument(
+        "--batch",
+        default=None,
+        metavar="B[,…]|LO..HI:BY",
+        help="users per attention rank (default 1,2,3,4,6,…,1536,2048)",
+    )
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec value in every candidate (repeatable)",
+    )
+    p.add_argument(
+        "--ttft",
+        default="",
+        metavar="COND",
+        help='time to first token under load, e.g. "p90<=2s" (no prefix: median)',
+    )
+    p.add_argument(
+        "--tpot", default="", metavar="COND", help='time per output token, e.g. "<=30ms"'
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COND",
+        help='any other filter, e.g. "tokens_per_s_per_user>=30" (repeatable)',
+    )
+    p.add_argument(
+        "--minimize",
+        choices=tuple(sizing_app.COSTS),
+        default="gpus",
+        help="the cost to minimise: gpus (default), usd (per hour) or mw",
+    )
+    p.add_argument(
+        "--keep",
+        type=int,
+        default=5,
+        metavar="N",
+        help="candidates to print, the best first (default 5; one per layout)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile the models afresh instead of loading them from the cache",
+    )
+    quiet_argument(p)
+
+
+def run(ns: argparse.Namespace, registry: Registry) -> int:
+    """Plan the space, size every candidate, print the cheapest."""
+    if ns.keep < 1:
+        raise SpecError("recommend", "--keep", f"{ns.keep}", "at least 1")
+    known = metric_table(registry)
+    where = tuple(
+        parse_condition(text, flag, metric or None, known)
+        for flag, text, metric in sizing_app.sla_conditions(ns.ttft, ns.tpot, ns.where)
+    )
+    objective = check_metric("tokens_per_s_per_gpu", "--objective", known)
+    spec = Spec(
+        objective=objective,
+        where=where,
+        minimize=frozenset(m.name for m in known.values() if m.minimize),
+    )
+    plan = plan_search(
+        ns.model,
+        [h.strip() for h in ns.hardware.split(",") if h.strip()],
+        [c.strip() for c in ns.cluster.split(",") if c.strip()],
+        gpus=parse_counts(ns.gpus, "--gpus"),
+        engines=[e.strip() for e in (ns.engine or "").split(",") if e.strip()],
+        workload="serving",
+        isl=ns.isl,
+        osl=ns.osl,
+        decoding=[
+            k.strip() for d in ns.decoding or ["autoregressive"] for k in d.split(",") if k.strip()
+        ],
+        sets=ns.sets,
+        batch=parse_counts(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
+        spec=spec,
+        registry=registry,
+        cache=not ns.no_cache,
+    )
+    warn(plan.warnings)
+    sizing = sizing_app.Sizing(ns.rate, ns.minimize, ns.keep)
+    rec = sizing_app.recommend(plan, sizing, progress=progress_bar(ns.quiet))
+    if not rec.candidates:
+        filters = ", ".join(c.text for c in where) or "the model's constraints"
+        raise SpecError(
+            "recommend",
+            filters,
+            "no configuration searched passes every constraint and filter",
+            "a looser SLA, or more --gpus, --batch or --hardware",
+        )
+    if ns.json:
+        write_json(sizing_app.document(rec), sys.stdout)
+    else:
+        print(visible(sizing_app.text(rec, ns.isl, ns.osl), lines=True))
+    return 0

@@ -1,0 +1,141 @@
+"""``stepwall recommend`` (issue 24, item 2): the cheapest deployment for a request rate within
+an SLA, checked through the command line against brute force over ``stepwall eval`` of every
+candidate of a small space, its costs against the spec files by hand, its commands
+reproducing their points, and its refusals."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import shlex
+import tomllib
+from typing import Any
+
+import pytest
+
+from stepwall.cli import main
+from stepwall.core.catalog import catalog_root
+from stepwall.core.units import parse_quantity
+from stepwall.testing import refusal
+
+MODEL, HW, CLUSTER, ENGINE = "deepseek-v3-fp8", "h200", "hgx-h200-ib", "trtllm"
+BATCH = (1, 8, 64)
+RATE, TPOT, TTFT_P90 = 10.0, 0.05, 2.0
+SMALL = ["recommend", MODEL, "--rate", str(RATE), "--isl", "1024", "--osl", "1024",
+         "--hardware", HW, "--cluster", CLUSTER, "--engine", ENGINE, "--gpus", "8",
+         "--batch", ",".join(map(str, BATCH)), "--ttft", f"p90<={TTFT_P90}s",
+         "--tpot", f"<={TPOT * 1e3:g}ms", "-q"]  # fmt: skip
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def recommend_json(*extra: str) -> dict[str, Any]:
+    code, out, err = run([*SMALL, *extra, "--json"])
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def eval_json(argv: list[str]) -> dict[str, Any] | None:
+    code, out, err = run([*argv, "--json"])
+    if code == 2:
+        return None
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def spec_value(kind: str, name: str, key: str) -> float:
+    """A value of a shipped spec file, in SI, read here from the TOML."""
+    doc = tomllib.loads((catalog_root() / kind / f"{name}.toml").read_text())
+    return parse_quantity(str(doc[key]))[0] if isinstance(doc[key], str) else float(doc[key])
+
+
+@pytest.fixture(scope="module")
+def brute() -> list[tuple[int, tuple[int, int, int, int]]]:
+    """Every point of the small space through ``stepwall eval``: (GPUs to serve RATE, layout
+    and users) for those that are feasible and meet the SLA."""
+    out = []
+    for tp in (1, 2, 4, 8):
+        for ep in (1, 2, 4, 8):
+            if 8 % (tp * ep):
+                continue
+            for b in BATCH:
+                dp, users = 8 // (tp * ep), b * ep
+                sets = ["workload.kind=serving", "workload.input_tokens=1024",
+                        "workload.output_tokens=1024", f"parallel.tp={tp}", f"parallel.ep={ep}",
+                        f"parallel.dp={dp}", f"workload.concurrency={users}"]  # fmt: skip
+                ref = f"model={MODEL},hardware={HW},cluster={CLUSTER},engine={ENGINE}"
+                got = eval_json(["eval", ref, *(a for s in sets for a in ("--set", s))])
+                if got is None or not got["feasible"]:
+                    continue
+                if got["tpot_s"] > TPOT or got["ttft_p90_s"] > TTFT_P90:
+                    continue
+                gpus = math.ceil(RATE / got["request_rate_per_s"]) * 8
+                out.append((gpus, (tp, ep, dp, users)))
+    return sorted(out)
+
+
+def test_the_cheapest_is_the_brute_force_cheapest(brute) -> None:
+    doc = recommend_json()
+    assert brute, "the small space has no candidate: the test checks nothing"
+    best = doc["candidates"][0]
+    assert best["gpus_total"] == brute[0][0]
+    c = best["config"]
+    assert (c["tp"], c["ep"], c["dp"], c["concurrency"]) in {
+        k for g, k in brute if g == brute[0][0]
+    }
+    costs = [x["cost"] for x in doc["candidates"]]
+    assert costs == sorted(costs)
+    for x in doc["candidates"]:  # each serves the rate within the SLA, as its copy's eval says
+        got = eval_json(shlex.split(x["command"])[1:])
+        assert got is not None and got["feasible"]
+        assert got["request_rate_per_s"] == pytest.approx(x["request_rate_per_s"], rel=1e-12)
+        assert x["copies"] == math.ceil(RATE / got["request_rate_per_s"])
+        assert x["copies"] * got["request_rate_per_s"] >= RATE
+        assert got["tpot_s"] <= TPOT and got["ttft_p90_s"] <= TTFT_P90
+
+
+def test_runners_up_are_distinct_replica_layouts() -> None:
+    doc = recommend_json("--keep", "4")
+    seen = [(x["config"]["tp"], x["config"]["ep"]) for x in doc["candidates"]]
+    assert len(seen) == len(set(seen)) == 4
+
+
+def test_costs_by_hand_from_the_spec_files() -> None:
+    price = spec_value("clusters", CLUSTER, "price_per_gpu_hour") * 3600  # SI USD/s -> USD/h
+    power = spec_value("hardware", HW, "board_power") * spec_value("clusters", CLUSTER, "pue")
+    usd, mw = recommend_json("--minimize", "usd"), recommend_json("--minimize", "mw")
+    for x in usd["candidates"]:
+        assert x["cost"] == pytest.approx(x["gpus_total"] * price, rel=1e-12)
+    for x in mw["candidates"]:
+        assert x["cost"] == pytest.approx(x["gpus_total"] * power / 1e6, rel=1e-12)
+    assert usd["unit"] == "USD per hour" and mw["unit"] == "MW"
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--rate", "0"], "--rate"),
+        (["--ttft", "q90<=2s"], "--ttft"),
+        (["--tpot", "<=1us"], "no configuration searched passes"),
+        (["--keep", "0"], "--keep"),
+        (["--cluster", "mi300x-8", "--hardware", "mi300x", "--minimize", "usd"],
+         "price_per_gpu_hour"),
+    ],
+)  # fmt: skip
+def test_bad_requests_are_one_line_errors(
+    extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = list(SMALL)
+    for flag, value in zip(extra[::2], extra[1::2], strict=True):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    assert says in refusal(capsys, *argv)
