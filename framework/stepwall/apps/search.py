@@ -54,6 +54,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from stepwall.apps import launch
 from stepwall.apps.report.plots import _figure, _svg
 from stepwall.apps.sweep import MAX_VALUES, axis_values, check_points, parse_span, parse_vary
 from stepwall.core.errors import SpecError, UnitError, did_you_mean, first_repeat
@@ -1424,7 +1425,15 @@ def document(result: Result) -> dict[str, Any]:
         "passed_filters": result.passed,
         "units": {m: METRIC_UNITS.get(m, "") for m in METRICS},
         "frontier": list(result.frontier),
-        "targets": list(result.best),
+        "targets": [
+            {
+                **t,
+                "options": [
+                    {k: v for k, v in o.items() if k != "launch_obj"} for o in t["options"]
+                ],
+            }
+            for t in result.best
+        ],
         "warnings": list(plan.warnings),
     }
 
@@ -1512,6 +1521,7 @@ def text(result: Result) -> str:
             groups = ", ".join(f"{g} {1e3 * t:.3g} ms" for g, t in p["groups"].items() if t > 0)
             lines.append(f"    step {1e3 * (p['step_time_s'] or 0):.3g} ms: {groups}")
             lines.append(f"    {p['command']}")
+            lines += [f"    {line}" for line in launch.lines_of(o.get("launch_obj"))]
         if entry["ranking"]:
             lines.append(f"  ranking: {' > '.join(entry['ranking'])}")
         rob = entry.get("robustness")
@@ -1694,6 +1704,7 @@ class SearchOptions:
     workers: int | None = None
     no_cache: bool = False
     quiet: bool = False
+    emit: str | None = None
 
 
 def parse_counts(text: str, where: str) -> list[int]:
@@ -1733,6 +1744,10 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
     if ns.engine is not None and not ns.engine.strip(" ,"):  # not "the plugin's default"
         raise SpecError("search", "--engine", f"{ns.engine!r} names no engine",
                         "catalog names, e.g. trtllm or trtllm,vllm")  # fmt: skip
+    if ns.emit and not ns.at:
+        raise SpecError("search", "--emit", "has no point to launch without a target",
+                        '--at, e.g. --at "tokens_per_s_per_user>=50": each option\'s best '
+                        "there is launched")  # fmt: skip
     known = metric_table(registry)
     targets = tuple(parse_condition(t, "--at", known=known) for t in ns.at)
     where = [parse_condition(w, "--where", known=known) for w in ns.where]
@@ -1798,6 +1813,8 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
     empty = empty_error(result)
     if empty is not None:
         raise empty
+    if ns.emit:
+        result = with_launches(result, ns.emit, registry.kinds)
     if plot_target is not None:
         output.write_file(plot_target, plot(result))
         print(f"wrote {plot_target}", file=sys.stderr)
@@ -1821,6 +1838,18 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
     else:
         registry.formats[ns.format].write(frontier_table(result), sys.stdout)
     return 0
+
+
+def with_launches(result: Result, emit: str, kinds: Any) -> Result:
+    """Each target's best point per option with its launch for ``emit`` (`launch.for_points`),
+    under ``launch`` (a document, or the reason it has none)."""
+    best = []
+    for t in result.best:
+        found = launch.for_points([o["point"] for o in t["options"]], emit, kinds)
+        options = [{**o, "launch": launch.json_of(lau), "launch_obj": lau}
+                   for o, lau in zip(t["options"], found, strict=True)]  # fmt: skip
+        best.append({**t, "options": options})
+    return attrs.evolve(result, best=tuple(best))
 
 
 def _check_known(plan: Plan) -> None:

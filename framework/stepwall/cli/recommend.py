@@ -8,6 +8,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from stepwall.apps import launch as launch_app
 from stepwall.apps import recommend as sizing_app
 from stepwall.apps.search import (
     DEFAULT_BATCH,
@@ -147,6 +148,13 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         metavar="N",
         help="candidates to print, the best first (default 5; one per layout)",
     )
+    p.add_argument(
+        "--emit",
+        choices=launch_app.LAUNCHERS,
+        default=None,
+        help="also write each candidate's launch command for this engine (the engine its "
+        "profile priced, at the profile's release; docs/search.md)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument(
         "--no-cache",
@@ -200,8 +208,19 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
             "no configuration searched passes every constraint and filter",
             "a looser SLA, or more --gpus, --batch or --hardware",
         )
+    launches = (launch_app.for_points(rec.candidates, ns.emit, registry.kinds) if ns.emit
+                else [])  # fmt: skip
     if ns.json:
-        write_json(sizing_app.document(rec), sys.stdout)
-    else:
-        print(visible(sizing_app.text(rec, ns.isl, ns.osl), lines=True))
+        doc = sizing_app.document(rec)
+        for c, lau in zip(doc["candidates"], launches, strict=False):
+            c["launch"] = launch_app.json_of(lau)
+        write_json(doc, sys.stdout)
+        return 0
+    out = sizing_app.text(rec, ns.isl, ns.osl).split("\n")
+    if launches:
+        out.append("")
+        for rank, lau in enumerate(launches, 1):
+            out += [f"{rank}. " + line if i == 0 else "   " + line
+                    for i, line in enumerate(launch_app.lines_of(lau))]  # fmt: skip
+    print(visible("\n".join(out), lines=True))
     return 0

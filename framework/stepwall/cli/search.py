@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from stepwall.apps.launch import LAUNCHERS
 from stepwall.apps.search import CHUNK, SearchOptions, run_cli
 from stepwall.core.progress import quiet_argument
 
@@ -237,6 +238,13 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         "--no-cache",
         action="store_true",
         help="compile the models afresh instead of loading them from the cache",
+    )
+    p.add_argument(
+        "--emit",
+        choices=LAUNCHERS,
+        default=None,
+        help="with --at: also write each target's best point's launch command for this engine "
+        "(the engine its profile priced, at the profile's release; docs/search.md)",
     )
     quiet_argument(p)
 

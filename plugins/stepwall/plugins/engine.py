@@ -160,6 +160,12 @@ class EngineSpec:
         default=0,
     )
     version: str = text('the engine release the profile describes ("": unstated)', default="")
+    launcher: str = choice(
+        ("", "vllm", "sglang", "trtllm"),
+        "the engine whose launch command `--emit` writes for this profile's release "
+        '(specs/engines/launch/LAUNCHER-VERSION.toml lists its options; "": none)',
+        default="",
+    )
     date: str = text(
         "a release date, YYYY-MM or YYYY-MM-DD",
         default="",

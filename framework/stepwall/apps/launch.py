@@ -1,0 +1,328 @@
+"""Launch configurations (``--emit``): a searched deployment as the command line of the engine
+whose profile priced it, at the release the profile names.
+
+A point's scenario (loaded from its ``stepwall eval`` command, so the launch is what was
+priced) gives the degrees, the users, the engine's chunk, memory fraction, KV block, overlap
+and dispatcher, the KV cache's precision and the decoding's drafts. Each engine takes them
+under its own names, and lays out a tp × ep replica its own way:
+
+- SGLang: ``--tp-size tp·ep`` GPUs, attention data-parallel over ``--dp-size ep`` groups with
+  ``--enable-dp-attention``, experts over ``--ep-size ep`` (each split over the tp GPUs of its
+  group: SGLang's moe_tp = tp_size / ep_size), as stepwall's standard layout is;
+- vLLM: ``--tensor-parallel-size tp`` (TP, experts split), or ``--data-parallel-size ep
+  --enable-expert-parallel`` (attention DP, experts spread) where tp = 1; with both above 1
+  vLLM spreads experts over all tp·ep GPUs, which is not the layout priced, so it is refused;
+- TensorRT-LLM (``trtllm-serve`` and its ``--extra_llm_api_options`` YAML): ``--tp_size tp·ep
+  --ep_size ep``, ``enable_attention_dp`` where ep > 1, which runs attention data-parallel
+  over every GPU: the layout priced only where tp = 1 (refused otherwise).
+
+Every option emitted is checked against the engine release's documented option list
+(specs/engines/launch/LAUNCHER-VERSION.toml, each with its source); an engine profile with no
+launcher, or a release with no list, is refused in one line naming what is missing. The
+model is ``MODEL`` (the checkpoint's path or hub id), and dp replicas are dp copies of the
+command behind a load balancer (a note says so)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from stepwall.core.catalog import catalog_root
+from stepwall.core.errors import SpecError
+from stepwall.core.scenario import Scenario
+from stepwall.numeric.compiled import value_of
+from stepwall.spec.validation import load_scenario
+
+LAUNCHERS = ("vllm", "sglang", "trtllm")
+FP8_BYTES = 1.0  # a KV cache of 8-bit elements (the fields hold bytes in SI)
+
+
+@attrs.frozen
+class Launch:
+    """An engine's launch: its ``commands`` (one per replica kind: one here), files they read
+    (name -> text), the ``options`` and YAML ``keys`` emitted (checked against the release's
+    list), and ``notes`` for what a command line cannot say."""
+
+    engine: str
+    version: str
+    commands: tuple[str, ...]
+    files: Mapping[str, str]
+    options: tuple[str, ...]
+    keys: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def option_list(launcher: str, version: str) -> dict[str, Any]:
+    """The documented options of ``launcher`` at ``version`` (specs/engines/launch/)."""
+    path = catalog_root() / "engines" / "launch" / f"{launcher}-{version}.toml"
+    if not path.is_file():
+        raise SpecError("--emit", launcher, f"no documented option list for {launcher} "
+                        f"{version}", f"{display(path)}, or an engine profile of a release "
+                        "that has one")  # fmt: skip
+    return tomllib.loads(path.read_text())
+
+
+def display(path: Path) -> str:
+    try:
+        return str(path.relative_to(catalog_root().parent))
+    except ValueError:
+        return str(path)
+
+
+@attrs.frozen
+class Deployment:
+    """What a launch needs of a priced point, read from its scenario."""
+
+    tp: int
+    ep: int
+    dp: int
+    pp: int
+    cp: int
+    users: int  # per replica
+    per_rank: int  # per attention rank
+    chunk: int
+    memory_fraction: float
+    kv_block: int
+    fp8_kv: bool
+    drafts: int  # MTP drafts (0: none)
+    overlap: bool
+    dispatcher: str
+
+    @classmethod
+    def of(cls, sc: Scenario) -> Deployment:
+        def num(path: str, default: float = 0.0) -> float:
+            v = value_of(sc, path)
+            return float(default if v is None else v)
+
+        tp, ep = int(num("parallel.tp", 1)), int(num("parallel.ep", 1))
+        users = int(num("workload.concurrency", 1))
+        mtp = sc.kinds.get("decoding") == "mtp"
+        engine = sc.section("engine")
+        return cls(tp, ep, int(num("parallel.dp", 1)), int(num("parallel.pp", 1)),
+                   int(num("parallel.cp", 1)), users, math.ceil(users / ep),
+                   int(num("engine.prefill_chunk", 8192)), num("engine.memory_fraction", 1.0),
+                   int(num("engine.kv_block", 1)), num("model.kv_bits", 2.0) <= FP8_BYTES,
+                   int(num("decoding.drafts")) if mtp else 0,
+                   bool(engine.two_batch_overlap), str(engine.dispatcher))  # fmt: skip
+
+
+def launch(sc: Scenario, emit: str) -> Launch:
+    """The launch of the scenario's deployment by its engine, which must be ``emit``."""
+    engine = sc.section("engine")
+    launcher, version = str(engine.launcher), str(engine.version)
+    if launcher != emit:
+        raise SpecError("--emit", emit, f"the point was priced with an engine profile of "
+                        f"{launcher or 'no launcher'}: a {emit} launch would run another "
+                        "engine than the one priced",
+                        f"--engine with a {emit} profile (e.g. --engine {emit})")  # fmt: skip
+    known = option_list(launcher, version)
+    d = Deployment.of(sc)
+    out = EMITTERS[launcher](d, version)
+    unknown = [o for o in out.options if o not in known.get("options", {})]
+    unknown += [k for k in out.keys if k not in known.get("yaml", {})]
+    if unknown:
+        raise SpecError("--emit", launcher, f"{unknown[0]} is not a documented option of "
+                        f"{launcher} {version}", "an option in its list, or another "
+                        "layout")  # fmt: skip
+    return out
+
+
+def for_point(point: Mapping[str, Any], emit: str, kinds: Any) -> Launch:
+    """The launch of a searched point, from its scenario as its ``command`` loads it."""
+    words = shlex.split(str(point["command"]))
+    sets = [words[i + 1] for i, w in enumerate(words) if w == "--set"]
+    return launch(load_scenario(words[2], kinds, sets), emit)
+
+
+def for_points(
+    points: Sequence[Mapping[str, Any] | None], emit: str, kinds: Any
+) -> list[Launch | str | None]:
+    """Each point's launch, or the one-line reason it has none (a layout the engine cannot
+    run as priced, a point priced by another engine); None for no point. Where no point has
+    a launch, the first reason is raised (exit 2)."""
+    out: list[Launch | str | None] = []
+    first: SpecError | None = None
+    for p in points:
+        if p is None:
+            out.append(None)
+            continue
+        try:
+            out.append(for_point(p, emit, kinds))
+        except SpecError as e:
+            first = first or e
+            out.append(f"{e.problem} (expected {e.expected})")
+    if first is not None and not any(isinstance(x, Launch) for x in out):
+        raise first
+    return out
+
+
+def lines_of(lau: Launch | str | None) -> list[str]:
+    """`text` of a launch, or its reason as one line."""
+    if lau is None:
+        return []
+    return text(lau) if isinstance(lau, Launch) else [f"launch: none: {lau}"]
+
+
+def json_of(lau: Launch | str | None) -> Any:
+    if lau is None:
+        return None
+    return document(lau) if isinstance(lau, Launch) else {"refused": lau}
+
+
+def _refuse(launcher: str, why: str, expected: str) -> SpecError:
+    return SpecError("--emit", launcher, why, expected)
+
+
+def _notes(d: Deployment) -> list[str]:
+    notes = ["MODEL: the checkpoint's path or hub id"]
+    if d.dp > 1:
+        notes.append(f"{d.dp} replicas: run the command {d.dp} times (one per replica, each on "
+                     "its own GPUs) behind a load balancer")  # fmt: skip
+    return notes
+
+
+def _command(head: Sequence[str], args: Sequence[tuple[str, Any]]) -> tuple[str, tuple[str, ...]]:
+    """The command line and the options it sets, in order (a value of True: a flag)."""
+    words = list(head)
+    for opt, value in args:
+        words += [opt] if value is True else [opt, str(value)]
+    return shlex.join(words), tuple(o for o, _ in args)
+
+
+def _sglang(d: Deployment, version: str) -> Launch:
+    args: list[tuple[str, Any]] = [("--model-path", "MODEL"), ("--tp-size", d.tp * d.ep)]
+    if d.ep > 1:
+        args += [("--dp-size", d.ep), ("--enable-dp-attention", True), ("--ep-size", d.ep)]
+        mode = {"per_expert": "low_latency", "per_rank": "normal"}.get(d.dispatcher, "auto")
+        args += [("--moe-a2a-backend", "deepep"), ("--deepep-mode", mode)]
+    if d.pp > 1:
+        args.append(("--pp-size", d.pp))
+    if d.cp > 1:
+        args.append(("--attn-cp-size", d.cp))
+    args += [
+        ("--max-running-requests", d.users),
+        ("--chunked-prefill-size", d.chunk),
+        ("--mem-fraction-static", f"{d.memory_fraction:g}"),
+        ("--page-size", d.kv_block),
+    ]
+    if d.fp8_kv:
+        args.append(("--kv-cache-dtype", "fp8_e4m3"))
+    if d.drafts:
+        args += [("--speculative-algorithm", "EAGLE"), ("--speculative-num-steps", d.drafts),
+                 ("--speculative-eagle-topk", 1),
+                 ("--speculative-num-draft-tokens", d.drafts + 1)]  # fmt: skip
+    if d.overlap:
+        args.append(("--enable-two-batch-overlap", True))
+    line, options = _command(("python", "-m", "sglang.launch_server"), args)
+    return Launch("sglang", version, (line,), {}, options, (), tuple(_notes(d)))
+
+
+def _vllm(d: Deployment, version: str) -> Launch:
+    if d.tp > 1 and d.ep > 1:
+        raise _refuse("vllm", f"tp {d.tp} × ep {d.ep}: vLLM spreads experts over all "
+                      f"{d.tp * d.ep} GPUs with --enable-expert-parallel, not the tp-split "
+                      "experts of the layout priced", "tp = 1 or ep = 1")  # fmt: skip
+    args: list[tuple[str, Any]] = []
+    if d.ep > 1:
+        args += [("--data-parallel-size", d.ep), ("--enable-expert-parallel", True)]
+        backend = {"per_expert": "deepep_low_latency", "per_rank": "deepep_high_throughput"}
+        if d.dispatcher in backend:
+            args.append(("--all2all-backend", backend[d.dispatcher]))
+    else:
+        args.append(("--tensor-parallel-size", d.tp))
+    if d.pp > 1:
+        args.append(("--pipeline-parallel-size", d.pp))
+    if d.cp > 1:
+        args.append(("--prefill-context-parallel-size", d.cp))
+    args += [
+        ("--max-num-seqs", d.per_rank),
+        ("--max-num-batched-tokens", d.chunk),
+        ("--gpu-memory-utilization", f"{d.memory_fraction:g}"),
+        ("--block-size", d.kv_block),
+    ]
+    if d.fp8_kv:
+        args.append(("--kv-cache-dtype", "fp8"))
+    if d.drafts:
+        spec = json.dumps({"method": "mtp", "num_speculative_tokens": d.drafts})
+        args.append(("--speculative-config", spec))
+    if d.overlap:
+        args.append(("--enable-dbo", True))
+    line, options = _command(("vllm", "serve", "MODEL"), args)
+    return Launch("vllm", version, (line,), {}, options, (), tuple(_notes(d)))
+
+
+def _trtllm(d: Deployment, version: str) -> Launch:
+    if d.tp > 1 and d.ep > 1:
+        raise _refuse("trtllm", f"tp {d.tp} × ep {d.ep}: TensorRT-LLM's attention DP runs "
+                      f"attention data-parallel over all {d.tp * d.ep} GPUs, not over ep groups "
+                      f"of {d.tp} as priced", "tp = 1 or ep = 1")  # fmt: skip
+    if d.cp > 1:
+        raise _refuse("trtllm", f"cp {d.cp}: stepwall's prefill CP over attention ranks has no "
+                      "trtllm-serve equivalent listed", "cp = 1")  # fmt: skip
+    yaml: dict[str, Any] = {
+        "enable_attention_dp": d.ep > 1,
+        "cuda_graph_config.max_batch_size": d.per_rank,
+        "kv_cache_config.free_gpu_memory_fraction": d.memory_fraction,
+    }
+    if d.fp8_kv:
+        yaml["kv_cache_config.dtype"] = "fp8"
+    if d.drafts:
+        yaml["speculative_config.decoding_type"] = "MTP"
+        yaml["speculative_config.num_nextn_predict_layers"] = d.drafts
+    args: list[tuple[str, Any]] = [("--backend", "pytorch"), ("--tp_size", d.tp * d.ep),
+                                   ("--ep_size", d.ep)]  # fmt: skip
+    if d.pp > 1:
+        args.append(("--pp_size", d.pp))
+    args += [("--max_batch_size", d.per_rank), ("--max_num_tokens", d.chunk),
+             ("--extra_llm_api_options", "extra-llm-api-config.yml")]  # fmt: skip
+    line, options = _command(("trtllm-serve", "MODEL"), args)
+    files = {"extra-llm-api-config.yml": _yaml(yaml)}
+    return Launch("trtllm", version, (line,), files, options, tuple(yaml), tuple(_notes(d)))
+
+
+def _yaml(flat: Mapping[str, Any]) -> str:
+    """Dotted keys as nested YAML mappings, in the order given (scalars only)."""
+    tree: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = tree
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+
+    def lines(node: Mapping[str, Any], indent: int) -> list[str]:
+        out = []
+        for k, v in node.items():
+            if isinstance(v, dict):
+                out += [" " * indent + f"{k}:", *lines(v, indent + 2)]
+            else:
+                text = "true" if v is True else "false" if v is False else f"{v:g}" if \
+                    isinstance(v, float) else str(v)  # fmt: skip
+                out.append(" " * indent + f"{k}: {text}")
+        return out
+
+    return "\n".join(lines(tree, 0)) + "\n"
+
+
+EMITTERS = {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm}
+
+
+def text(lau: Launch) -> list[str]:
+    """The launch as lines for a terminal: the command, each file, the notes."""
+    out = [f"launch ({lau.engine} {lau.version}):", *(f"  {c}" for c in lau.commands)]
+    for name, body in lau.files.items():
+        out += [f"  {name}:", *(f"    {line}" for line in body.rstrip("\n").split("\n"))]
+    out += [f"  note: {n}" for n in lau.notes]
+    return out
+
+
+def document(lau: Launch) -> dict[str, Any]:
+    return {"engine": lau.engine, "version": lau.version, "commands": list(lau.commands),
+            "files": dict(lau.files), "notes": list(lau.notes)}  # fmt: skip
