@@ -397,8 +397,9 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
                              engine.memory_of_free)  # fmt: skip
     load = serving_under_load(step, prefill_service(step, ttft, t, t_ttft, engine, layout), t)
     per_gpu = step.users * step.produced / (t * gpus)
-    # tokens in and out per output token (a prefill pool's output is its prompt tokens)
-    served = (ttft.tokens_per_user + (step.completion if step.name != "prefill" else 0)) / (
+    # tokens in and out per output token (a prefill pool's output is its prompt tokens), the
+    # prompt's cached prefix included, as benchmark clients count input tokens
+    served = (ttft.produced + (step.completion if step.name != "prefill" else 0)) / (
         step.completion
     )
     pd_per_gpu = aggregate / (layout.dp * gpus + prefill_gpus)
@@ -476,9 +477,10 @@ def prefill_batch(ttft: Step, layout: Layout, engine: Engine) -> Step:
     """The step of a prefill pool at batch: on each of the replica's attention ranks, as many
     whole prompts as the engine's per-iteration token budget holds (at least one), costed as
     the ``prefill`` workload kind's step is."""
-    isl = ttft.tokens_per_user
-    per_rank = sp.Max(1, sp.floor(engine.prefill_chunk / isl), evaluate=False)
-    return Step("prefill", per_rank * layout.ep, per_rank, isl, sp.S.Zero, isl, completion=isl)
+    new, prompt = ttft.tokens_per_user, ttft.produced  # prefilled, and with any cached prefix
+    per_rank = sp.Max(1, sp.floor(engine.prefill_chunk / new), evaluate=False)
+    return Step("prefill", per_rank * layout.ep, per_rank, new, ttft.context, prompt,
+                completion=prompt)  # fmt: skip
 
 
 def _cost_mixture(

@@ -57,6 +57,20 @@ def _request_rate() -> Any:
     return quantity("frequency", doc, latex=r"\lambda", default=None)
 
 
+def _prefix_hit() -> Any:
+    return quantity(
+        "dimensionless",
+        "share of each prompt's tokens found in the engine's prefix cache (a shared system "
+        "prompt, a conversation's earlier turns): they are not prefilled again, but their KV "
+        "is attended to and held per request; 0: none",
+        latex="h",
+        minimum=0.0,
+        inclusive=True,
+        maximum=0.99,
+        default=0.0,
+    )
+
+
 @attrs.frozen
 class WorkloadSpec:
     concurrency: int = quantity(
@@ -75,6 +89,7 @@ class WorkloadSpec:
         "prompts are prefilled by a separate pool and their KV cache arrives over the scale-out "
         "network (time to first token includes the transfer)"
     )
+    prefix_hit: float = _prefix_hit()
 
 
 @attrs.frozen
@@ -86,6 +101,7 @@ class Serving:
     output_tokens: float = _tokens("output tokens per request (OSL)", "OSL")
     arrival: str = _arrival()
     request_rate: float | None = _request_rate()
+    prefix_hit: float = _prefix_hit()
 
 
 @attrs.frozen
@@ -99,6 +115,7 @@ class Prefill:
     )
     arrival: str = _arrival()
     request_rate: float | None = _request_rate()
+    prefix_hit: float = _prefix_hit()
 
 
 @attrs.frozen
@@ -167,8 +184,9 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
     w, kind = scenario.params.workload, scenario.kinds["workload"]
     isl, osl = w.input_tokens, w.output_tokens
     transfer = isl if kind == "decode" and scenario.workload.kv_transfer else sp.S.Zero
+    new, cached = _prompt_split(scenario)
     # a prompt prefilled alone: on one attention rank, or 1/cp of it on each of cp ranks
-    ttft = Step("ttft", sp.S.One, 1 / layout.cp, isl, sp.S.Zero, isl, kv_transfer=transfer,
+    ttft = Step("ttft", sp.S.One, 1 / layout.cp, new, cached, isl, kv_transfer=transfer,
                 completion=osl)  # fmt: skip
     if kind == "prefill":
         users = layout.users
@@ -177,8 +195,8 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
                 "prefill",
                 users,
                 layout.users_per_attention_rank,
-                isl,
-                sp.S.Zero,
+                new,
+                cached,
                 isl,
                 completion=isl,
             ),
@@ -197,18 +215,29 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
     synchronised = engine.prefill_placement == "synchronised"
     together, held = (balance_window(arrivals, layout.ep, engine.balance_timeout)
                       if synchronised else (None, sp.S.Zero))  # fmt: skip
-    busiest, passes = busiest_rank_prefill(arrivals, isl, budget, layout.ep, synchronised,
+    busiest, passes = busiest_rank_prefill(arrivals, new, budget, layout.ep, synchronised,
                                            interleaved, together)  # fmt: skip
     # mixed in, a prompt's pieces ride in some iterations, not a sliver of one in every one
     share = (
         sp.S.One
         if interleaved
-        else prefill_iteration_share(busiest, arrivals, isl, budget, synchronised)
+        else prefill_iteration_share(busiest, arrivals, new, budget, synchronised)
     )
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
-                arrivals * isl, busiest, isl / 2, completion=osl,
+                arrivals * new, busiest, cached + new / 2, completion=osl,
                 prefill_passes=passes, prefill_share=share, admission_wait=held)  # fmt: skip
     return [step, ttft]
+
+
+def _prompt_split(scenario: Scenario) -> tuple[sp.Expr, sp.Expr]:
+    """A prompt's tokens prefilled and those its prefix cache already holds: (1 − h)·ISL and
+    h·ISL at a hit rate h (``workload.prefix_hit``): the prefilled ones attend to the cached
+    ones too (their context), which are not computed again (vLLM's and SGLang's prefix
+    caching; TensorRT-LLM's KV cache reuse)."""
+    w = scenario.params.workload
+    if getattr(scenario.workload, "prefix_hit", 0) == 0:
+        return w.input_tokens, sp.S.Zero
+    return w.input_tokens * (1 - w.prefix_hit), w.input_tokens * w.prefix_hit
 
 
 @hookimpl
@@ -250,7 +279,7 @@ def stepwall_constraints(
     if mixed and closed:
         d = decoding
         rank = layout.users_per_attention_rank
-        arriving = w.concurrency * d.accepted_tokens * w.input_tokens / w.output_tokens
+        arriving = w.concurrency * d.accepted_tokens * _prompt_split(scenario)[0] / w.output_tokens
         return [
             Constraint(
                 "prefill_keeps_up",
