@@ -20,6 +20,7 @@ from stepwall.apps.search import (
     plan_search,
     progress_bar,
 )
+from stepwall.cli.search import add_hardware
 from stepwall.core.errors import SpecError
 from stepwall.core.progress import quiet_argument
 from stepwall.core.terminal import visible, warn
@@ -74,18 +75,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     )
     p.add_argument("--isl", type=int, default=1024, help="prompt tokens per request (1024)")
     p.add_argument("--osl", type=int, default=1024, help="output tokens per request (1024)")
-    p.add_argument(
-        "--hardware",
-        required=True,
-        metavar="H[,H2,…]",
-        help="GPU specs to compare, comma-separated (catalog names or paths)",
-    )
-    p.add_argument(
-        "--cluster",
-        required=True,
-        metavar="C[,C2,…]",
-        help="the cluster of each hardware, in the same order (or one for all)",
-    )
+    add_hardware(p)
     p.add_argument(
         "--gpus",
         default="8,16,32,64",

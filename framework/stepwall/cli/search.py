@@ -63,16 +63,8 @@ constraint and the "ranking" of the options.
 """
 
 
-def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
-    """The arguments of ``stepwall search``.
-
-    Stays whole: a flat list of argparse declarations, one ``add_argument`` per option in the
-    order ``--help`` lists them and no branches; splitting it would only scatter them.
-    """
-    p.description = DESCRIPTION
-    p.epilog = EPILOG_SEARCH
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("model", metavar="MODEL", help="a model spec: catalog name or .toml path")
+def add_hardware(p: argparse.ArgumentParser) -> None:
+    """``--hardware`` and ``--cluster``, as ``search`` and ``recommend`` take them."""
     p.add_argument(
         "--hardware",
         required=True,
@@ -85,6 +77,19 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         metavar="C[,C2,…]",
         help="the cluster of each hardware, in the same order (or one for all)",
     )
+
+
+def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
+    """The arguments of ``stepwall search``.
+
+    Stays whole: a flat list of argparse declarations, one ``add_argument`` per option in the
+    order ``--help`` lists them and no branches; splitting it would only scatter them.
+    """
+    p.description = DESCRIPTION
+    p.epilog = EPILOG_SEARCH
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("model", metavar="MODEL", help="a model spec: catalog name or .toml path")
+    add_hardware(p)
     p.add_argument(
         "--gpus",
         default=None,
