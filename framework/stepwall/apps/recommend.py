@@ -138,7 +138,9 @@ def recommend(
     best: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # (variant, replica) -> the cheapest
     done, payloads = 0, dict[int, dict[str, Any]]()
     for vi, start, stop in tasks(plan):
-        payload = payloads.setdefault(vi, plan.variants[vi].payload())
+        if vi not in payloads:  # once per variant (it serialises the compiled model)
+            payloads[vi] = plan.variants[vi].payload()
+        payload = payloads[vi]
         for cost, gid, replica, copies in size_chunk(plan, vi, payload, start, stop, sizing):
             cur = best.get((vi, replica))
             if cur is None or (cost, gid) < cur[:2]:
