@@ -12,6 +12,7 @@ from stepwall.apps import launch as launch_app
 from stepwall.apps import recommend as sizing_app
 from stepwall.apps.search import (
     DEFAULT_BATCH,
+    Plan,
     Spec,
     check_metric,
     metric_table,
@@ -158,40 +159,12 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
     """Plan the space, size every candidate, print the cheapest."""
     if ns.keep < 1:
         raise SpecError("recommend", "--keep", f"{ns.keep}", "at least 1")
-    known = metric_table(registry)
-    where = tuple(
-        parse_condition(text, flag, metric or None, known)
-        for flag, text, metric in sizing_app.sla_conditions(ns.ttft, ns.tpot, ns.where)
-    )
-    objective = check_metric("tokens_per_s_per_gpu", "--objective", known)
-    spec = Spec(
-        objective=objective,
-        where=where,
-        minimize=frozenset(m.name for m in known.values() if m.minimize),
-    )
-    plan = plan_search(
-        ns.model,
-        [h.strip() for h in ns.hardware.split(",") if h.strip()],
-        [c.strip() for c in ns.cluster.split(",") if c.strip()],
-        gpus=parse_counts(ns.gpus, "--gpus"),
-        engines=[e.strip() for e in (ns.engine or "").split(",") if e.strip()],
-        workload="serving",
-        isl=ns.isl,
-        osl=ns.osl,
-        decoding=[
-            k.strip() for d in ns.decoding or ["autoregressive"] for k in d.split(",") if k.strip()
-        ],
-        sets=ns.sets,
-        batch=parse_counts(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
-        spec=spec,
-        registry=registry,
-        cache=not ns.no_cache,
-    )
+    plan = _plan(ns, registry)
     warn(plan.warnings)
     sizing = sizing_app.Sizing(ns.rate, ns.minimize, ns.keep)
     rec = sizing_app.recommend(plan, sizing, progress=progress_bar(ns.quiet))
     if not rec.candidates:
-        filters = ", ".join(c.text for c in where) or "the model's constraints"
+        filters = ", ".join(c.text for c in plan.spec.where) or "the model's constraints"
         raise SpecError(
             "recommend",
             filters,
@@ -214,3 +187,37 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
                     for i, line in enumerate(launch_app.lines_of(lau))]  # fmt: skip
     print(visible("\n".join(out), lines=True))
     return 0
+
+
+def _names(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _plan(ns: argparse.Namespace, registry: Registry) -> Plan:
+    """The search's space for the request: its SLA filters, serving at ISL/OSL."""
+    known = metric_table(registry)
+    where = tuple(
+        parse_condition(text, flag, metric or None, known)
+        for flag, text, metric in sizing_app.sla_conditions(ns.ttft, ns.tpot, ns.where)
+    )
+    spec = Spec(
+        objective=check_metric("tokens_per_s_per_gpu", "--objective", known),
+        where=where,
+        minimize=frozenset(m.name for m in known.values() if m.minimize),
+    )
+    return plan_search(
+        ns.model,
+        _names(ns.hardware),
+        _names(ns.cluster),
+        gpus=parse_counts(ns.gpus, "--gpus"),
+        engines=_names(ns.engine),
+        workload="serving",
+        isl=ns.isl,
+        osl=ns.osl,
+        decoding=[k for d in ns.decoding or ["autoregressive"] for k in _names(d)],
+        sets=ns.sets,
+        batch=parse_counts(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
+        spec=spec,
+        registry=registry,
+        cache=not ns.no_cache,
+    )
