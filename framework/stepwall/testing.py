@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -171,4 +172,14 @@ def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     assert cli.main(list(argv)) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+def import_refusal(capsys: pytest.CaptureFixture[str], folder: Path, config: dict[str, Any]) -> str:
+    """``stepwall import-model`` of ``config`` (written as ``folder``/config.json) refused in
+    one line (`refusal`), with no spec written; returns that line."""
+    (folder / "config.json").write_text(json.dumps(config))
+    out = folder / "x.toml"
+    err = refusal(capsys, "import-model", str(folder), "-o", str(out))
+    assert not out.exists()
     return err
