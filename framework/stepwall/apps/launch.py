@@ -163,17 +163,26 @@ def for_points(
     return out
 
 
-def lines_of(lau: Launch | str | None) -> list[str]:
-    """`text` of a launch, or its reason as one line."""
-    if lau is None:
-        return []
-    return text(lau) if isinstance(lau, Launch) else [f"launch: none: {lau}"]
-
-
 def json_of(lau: Launch | str | None) -> Any:
+    """A launch as the JSON documents carry it (`document`), a reason as ``{"refused": …}``,
+    no point as None."""
     if lau is None:
         return None
     return document(lau) if isinstance(lau, Launch) else {"refused": lau}
+
+
+def lines_of(doc: Mapping[str, Any] | None) -> list[str]:
+    """A launch's JSON form (`json_of`) as lines for a terminal: the command, each file, the
+    notes; a refusal as one line; no point, none."""
+    if doc is None:
+        return []
+    if "refused" in doc:
+        return [f"launch: none: {doc['refused']}"]
+    out = [f"launch ({doc['engine']} {doc['version']}):", *(f"  {c}" for c in doc["commands"])]
+    for name, body in doc["files"].items():
+        out += [f"  {name}:", *(f"    {line}" for line in body.rstrip("\n").split("\n"))]
+    out += [f"  note: {n}" for n in doc["notes"]]
+    return out
 
 
 def _refuse(launcher: str, why: str, expected: str) -> SpecError:
@@ -312,15 +321,6 @@ def _yaml(flat: Mapping[str, Any]) -> str:
 
 
 EMITTERS = {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm}
-
-
-def text(lau: Launch) -> list[str]:
-    """The launch as lines for a terminal: the command, each file, the notes."""
-    out = [f"launch ({lau.engine} {lau.version}):", *(f"  {c}" for c in lau.commands)]
-    for name, body in lau.files.items():
-        out += [f"  {name}:", *(f"    {line}" for line in body.rstrip("\n").split("\n"))]
-    out += [f"  note: {n}" for n in lau.notes]
-    return out
 
 
 def document(lau: Launch) -> dict[str, Any]:

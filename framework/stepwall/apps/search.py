@@ -1425,15 +1425,7 @@ def document(result: Result) -> dict[str, Any]:
         "passed_filters": result.passed,
         "units": {m: METRIC_UNITS.get(m, "") for m in METRICS},
         "frontier": list(result.frontier),
-        "targets": [
-            {
-                **t,
-                "options": [
-                    {k: v for k, v in o.items() if k != "launch_obj"} for o in t["options"]
-                ],
-            }
-            for t in result.best
-        ],
+        "targets": list(result.best),
         "warnings": list(plan.warnings),
     }
 
@@ -1521,7 +1513,7 @@ def text(result: Result) -> str:
             groups = ", ".join(f"{g} {1e3 * t:.3g} ms" for g, t in p["groups"].items() if t > 0)
             lines.append(f"    step {1e3 * (p['step_time_s'] or 0):.3g} ms: {groups}")
             lines.append(f"    {p['command']}")
-            lines += [f"    {line}" for line in launch.lines_of(o.get("launch_obj"))]
+            lines += [f"    {line}" for line in launch.lines_of(o.get("launch"))]
         if entry["ranking"]:
             lines.append(f"  ranking: {' > '.join(entry['ranking'])}")
         rob = entry.get("robustness")
@@ -1846,7 +1838,7 @@ def with_launches(result: Result, emit: str, kinds: Any) -> Result:
     best = []
     for t in result.best:
         found = launch.for_points([o["point"] for o in t["options"]], emit, kinds)
-        options = [{**o, "launch": launch.json_of(lau), "launch_obj": lau}
+        options = [{**o, "launch": launch.json_of(lau)}
                    for o, lau in zip(t["options"], found, strict=True)]  # fmt: skip
         best.append({**t, "options": options})
     return attrs.evolve(result, best=tuple(best))

@@ -21,7 +21,7 @@ from stepwall.apps.search import (
     plan_search,
     progress_bar,
 )
-from stepwall.cli.search import add_hardware
+from stepwall.cli.search import add_hardware, add_sets
 from stepwall.core.errors import SpecError
 from stepwall.core.progress import quiet_argument
 from stepwall.core.terminal import visible, warn
@@ -102,14 +102,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         metavar="B[,…]|LO..HI:BY",
         help="users per attention rank (default 1,2,3,4,6,…,1536,2048)",
     )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a spec value in every candidate (repeatable)",
-    )
+    add_sets(p)
     p.add_argument(
         "--ttft",
         default="",
@@ -171,12 +164,12 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
             "no configuration searched passes every constraint and filter",
             "a looser SLA, or more --gpus, --batch or --hardware",
         )
-    launches = (launch_app.for_points(rec.candidates, ns.emit, registry.kinds) if ns.emit
-                else [])  # fmt: skip
+    found = launch_app.for_points(rec.candidates, ns.emit, registry.kinds) if ns.emit else []
+    launches = [launch_app.json_of(lau) for lau in found]
     if ns.json:
         doc = sizing_app.document(rec)
         for c, lau in zip(doc["candidates"], launches, strict=False):
-            c["launch"] = launch_app.json_of(lau)
+            c["launch"] = lau
         write_json(doc, sys.stdout)
         return 0
     out = sizing_app.text(rec, ns.isl, ns.osl).split("\n")

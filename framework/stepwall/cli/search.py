@@ -79,6 +79,18 @@ def add_hardware(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_sets(p: argparse.ArgumentParser) -> None:
+    """``--set``, as ``search`` and ``recommend`` take it."""
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a spec value in every variant (repeatable)",
+    )
+
+
 def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     """The arguments of ``stepwall search``.
 
@@ -142,14 +154,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         help="keep only the layouts whose degree KEY is one of these (repeatable), e.g. "
         "--only parallel.tp=8 --only parallel.ep=1 for a benchmark that ran TP8 alone",
     )
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a spec value in every variant (repeatable)",
-    )
+    add_sets(p)
     p.add_argument(
         "--x",
         default="tokens_per_s_per_user",
