@@ -15,7 +15,7 @@ import sympy as sp
 from stepwall.model.compose import build_model
 from stepwall.plugins.moe_transformer.attention import Attention
 from stepwall.plugins.moe_transformer.work import Pass
-from stepwall.testing import import_refusal
+from stepwall.testing import import_refusal, refusal
 
 DATA = Path(__file__).parent / "data" / "hf"
 MIMO = "model=mimo-v2-flash,hardware=h200,cluster=hgx-h200-ib,engine=trtllm"
@@ -97,3 +97,10 @@ def test_what_one_geometry_cannot_hold_is_refused_at_its_key(
     a layer pattern of the wrong length: one line naming the key, exit 2, nothing written."""
     cfg = json.loads((DATA / "XiaomiMiMo--MiMo-V2-Flash" / "config.json").read_text())
     assert f"config.json:{key}:" in import_refusal(capsys, tmp_path, {**cfg, **edit})
+
+
+def test_window_heads_that_do_not_group_the_query_heads_are_refused(capsys) -> None:
+    """64 query heads over 5 KV heads of a window layer: no equal groups."""
+    argv = ["eval", MIMO, "--set", "workload.concurrency=8", "--set", "workload.context=4096",
+            "--set", "model.window_kv_heads=5"]  # fmt: skip
+    assert "model.window_kv_heads" in refusal(capsys, *argv)
