@@ -17,7 +17,7 @@ it (`stepwall.apps.search.binding`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -213,33 +213,3 @@ def text(rec: Recommendation, isl: int, osl: int) -> str:
         lines.append(f"     bound by {c['bound']}")
         lines.append(f"     {c['command']}")
     return "\n".join(lines)
-
-
-def parse_sla(text_: str, flag: str, metrics: Mapping[str, str]) -> tuple[str, str]:
-    """``"p90<=2s"`` -> ("ttft_p90_s", "<=2s"): a percentile prefix (p50/median, p90, p99)
-    picks the metric of ``metrics``; none means the median."""
-    t = text_.strip()
-    for prefix, metric in metrics.items():
-        if t.startswith(prefix):
-            return metric, t[len(prefix) :].strip()
-    if t[:1] in "<>":
-        return metrics[""], t
-    raise SpecError("recommend", flag, f"cannot read {text_!r}",
-                    f"[{'|'.join(k for k in metrics if k)}]<=VALUE, e.g. p90<=2s")  # fmt: skip
-
-
-TTFT = {"p50": "ttft_s", "median": "ttft_s", "p90": "ttft_p90_s", "p99": "ttft_p99_s", "": "ttft_s"}
-TPOT = {"p50": "tpot_s", "median": "tpot_s", "": "tpot_s"}
-
-
-def sla_conditions(ttft: str, tpot: str, where: Sequence[str]) -> list[tuple[str, str, str]]:
-    """The SLA filters as (flag, text, default metric), for `search.parse_condition`."""
-    out = []
-    if ttft:
-        metric, cond = parse_sla(ttft, "--ttft", TTFT)
-        out.append(("--ttft", cond, metric))
-    if tpot:
-        metric, cond = parse_sla(tpot, "--tpot", TPOT)
-        out.append(("--tpot", cond, metric))
-    out += [("--where", w, "") for w in where]
-    return out

@@ -365,7 +365,7 @@ def _check_request(
             f"{len(clusters)} clusters for {len(hardware)} hardware",
             "one cluster, or one per hardware in the same order",
         )
-    if workload not in ("serving", "decode"):
+    if workload not in ("serving", "decode", "prefill"):  # prefill: a P/D search's pools
         raise SpecError(
             "search", "--workload", f"{workload!r} is not searched", "serving or decode"
         )
@@ -1663,6 +1663,39 @@ def progress_bar(quiet: bool = False) -> Callable[[int, int], None]:
 # ---------------------------------------------------------------- command line
 
 
+def parse_sla(
+    text_: str, flag: str, metrics: Mapping[str, str], command: str = "search"
+) -> tuple[str, str]:
+    """``"p90<=2s"`` -> ("ttft_p90_s", "<=2s"): a percentile prefix (p50/median, p90, p99)
+    picks the metric of ``metrics``; none means the median."""
+    t = text_.strip()
+    for prefix, metric in metrics.items():
+        if t.startswith(prefix):
+            return metric, t[len(prefix) :].strip()
+    raise SpecError(command, flag, f"cannot read {text_!r}",
+                    f"[{'|'.join(k for k in metrics if k)}]<=VALUE, e.g. p90<=2s")  # fmt: skip
+
+
+# each SLA flag's percentile prefixes and the metric each picks ("": none, the median)
+TTFT = {"p50": "ttft_s", "median": "ttft_s", "p90": "ttft_p90_s", "p99": "ttft_p99_s", "": "ttft_s"}
+TPOT = {"p50": "tpot_s", "median": "tpot_s", "": "tpot_s"}
+ITL = {"p50": "itl_s", "median": "itl_s", "": "itl_s"}
+
+
+def sla_conditions(
+    ttft: str, tpot: str, where: Sequence[str], itl: str = "", command: str = "search"
+) -> list[tuple[str, str, str]]:
+    """The SLA filters as (flag, text, default metric), for `parse_condition`."""
+    out = []
+    for flag, given, metrics in (("--ttft", ttft, TTFT), ("--tpot", tpot, TPOT),
+                                 ("--itl", itl, ITL)):  # fmt: skip
+        if given:
+            metric, cond = parse_sla(given, flag, metrics, command)
+            out.append((flag, cond, metric))
+    out += [("--where", w, "") for w in where]
+    return out
+
+
 @attrs.frozen
 class SearchOptions:
     """What ``stepwall search`` was asked (its options, as parsed: texts still to be read)."""
@@ -1685,6 +1718,8 @@ class SearchOptions:
     objective: str = "tokens_per_s_per_gpu"
     at: list[str] = attrs.Factory(list)
     ttft: str = ""
+    tpot: str = ""
+    itl: str = ""
     where: list[str] = attrs.Factory(list)
     format: str | None = None
     output: str | None = None
@@ -1697,6 +1732,13 @@ class SearchOptions:
     no_cache: bool = False
     quiet: bool = False
     emit: str | None = None
+    disagg: bool = False
+    prefill_gpus: str | None = None
+    prefill_batch: str | None = None
+    prefill_hardware: str | None = None
+    prefill_cluster: str | None = None
+    prefill_only: list[str] = attrs.Factory(list)
+    max_gpus: int | None = None
 
 
 def parse_counts(text: str, where: str) -> list[int]:
@@ -1722,6 +1764,53 @@ def parse_counts(text: str, where: str) -> list[int]:
     return sorted({int(v) for v in vals})
 
 
+def names(text: str | None) -> list[str]:
+    """A comma-separated list of names (``h200,b200``), blanks dropped."""
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def search_spec(ns: SearchOptions, registry: Any) -> Spec:
+    """The frontier's axes, objective, targets and filters (--at, --where and the SLA flags
+    --ttft, --tpot, --itl with their percentile prefixes), each metric checked by name."""
+    known = metric_table(registry)
+    targets = tuple(parse_condition(t, "--at", known=known) for t in ns.at)
+    slas = [*sla_conditions("", "", ns.where), *sla_conditions(ns.ttft, ns.tpot, (), ns.itl)]
+    where = [parse_condition(text, flag, metric or None, known) for flag, text, metric in slas]
+    return Spec(
+        check_metric(ns.x, "--x", known),
+        check_metric(ns.y, "--y", known),
+        check_metric(ns.objective, "--objective", known),
+        targets,
+        tuple(where),
+        frozenset(m.name for m in known.values() if m.minimize),
+    )
+
+
+def plan_of(ns: SearchOptions, registry: Any, spec: Spec, **override: Any) -> Plan:
+    """`plan_search` of the command line's request, with ``override`` of its arguments
+    (a disaggregated search's pools)."""
+    kinds = [k for d in ns.decoding or ["autoregressive"] for k in names(d)]
+    args: dict[str, Any] = {
+        "gpus": parse_counts(ns.gpus, "--gpus") if ns.gpus is not None else (),
+        "engines": names(ns.engine),
+        "workload": ns.workload,
+        "isl": ns.isl,
+        "osl": ns.osl,
+        "decoding": kinds,
+        "sets": ns.sets,
+        "vary": [parse_vary(v) for v in ns.vary],
+        "only": [parse_only(o) for o in ns.only],
+        "batch": parse_counts(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
+        "spec": spec,
+        "registry": registry,
+        "cache": not ns.no_cache,
+    }
+    args.update(override)
+    hardware = args.pop("hardware", names(ns.hardware))
+    clusters = args.pop("clusters", names(ns.cluster))
+    return plan_search(ns.model, hardware, clusters, **args)
+
+
 def run_cli(ns: SearchOptions, registry: Any) -> int:
     """``stepwall search``: plan, evaluate (here or on dask), print or write.
 
@@ -1740,25 +1829,7 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         raise SpecError("search", "--emit", "has no point to launch without a target",
                         '--at, e.g. --at "tokens_per_s_per_user>=50": each option\'s best '
                         "there is launched")  # fmt: skip
-    known = metric_table(registry)
-    targets = tuple(parse_condition(t, "--at", known=known) for t in ns.at)
-    where = [parse_condition(w, "--where", known=known) for w in ns.where]
-    if ns.ttft:
-        where.append(parse_condition(ns.ttft, "--ttft", "ttft_s", known))
-    spec = Spec(
-        check_metric(ns.x, "--x", known),
-        check_metric(ns.y, "--y", known),
-        check_metric(ns.objective, "--objective", known),
-        targets,
-        tuple(where),
-        frozenset(m.name for m in known.values() if m.minimize),
-    )
-    split = [s.strip() for item in (ns.hardware, ns.cluster) for s in [item]]
-    hardware = [h.strip() for h in split[0].split(",") if h.strip()]
-    clusters = [c.strip() for c in split[1].split(",") if c.strip()]
-    kinds = [
-        k.strip() for d in ns.decoding or ["autoregressive"] for k in d.split(",") if k.strip()
-    ]
+    spec = search_spec(ns, registry)
     target = None
     if ns.output is not None:
         target = output.file_target(
@@ -1773,25 +1844,7 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         Path(str(target)).resolve() == Path(str(plot_target)).resolve())  # fmt: skip
     if same:
         raise SpecError("--plot", str(ns.plot), "is the -o file too", "another file for the chart")
-    engines = [e.strip() for e in (ns.engine or "").split(",") if e.strip()]
-    plan = plan_search(
-        ns.model,
-        hardware,
-        clusters,
-        gpus=parse_counts(ns.gpus, "--gpus") if ns.gpus is not None else (),
-        engines=engines,
-        workload=ns.workload,
-        isl=ns.isl,
-        osl=ns.osl,
-        decoding=kinds,
-        sets=ns.sets,
-        vary=[parse_vary(v) for v in ns.vary],
-        only=[parse_only(o) for o in ns.only],
-        batch=parse_counts(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
-        spec=spec,
-        registry=registry,
-        cache=not ns.no_cache,
-    )
+    plan = plan_of(ns, registry, spec)
     warn(plan.warnings)
     _check_known(plan)
     client = dask_client(ns.scheduler, ns.workers or 0) if ns.dask or ns.scheduler else None

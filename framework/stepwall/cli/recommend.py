@@ -20,6 +20,7 @@ from stepwall.apps.search import (
     parse_counts,
     plan_search,
     progress_bar,
+    sla_conditions,
 )
 from stepwall.cli.search import add_hardware, add_sets
 from stepwall.core.errors import SpecError
@@ -191,7 +192,7 @@ def _plan(ns: argparse.Namespace, registry: Registry) -> Plan:
     known = metric_table(registry)
     where = tuple(
         parse_condition(text, flag, metric or None, known)
-        for flag, text, metric in sizing_app.sla_conditions(ns.ttft, ns.tpot, ns.where)
+        for flag, text, metric in sla_conditions(ns.ttft, ns.tpot, ns.where, command="recommend")
     )
     spec = Spec(
         objective=check_metric("tokens_per_s_per_gpu", "--objective", known),

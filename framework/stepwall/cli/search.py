@@ -8,9 +8,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from stepwall.apps import disagg
 from stepwall.apps.launch import LAUNCHERS
 from stepwall.apps.search import CHUNK, SearchOptions, run_cli
+from stepwall.core.errors import SpecError
 from stepwall.core.progress import quiet_argument
+
+# what only a disaggregated search reads (SearchOptions' fields)
+PREFILL_FLAGS = frozenset(("prefill_gpus", "prefill_batch", "prefill_hardware",
+                           "prefill_cluster", "prefill_only", "max_gpus"))  # fmt: skip
 
 if TYPE_CHECKING:
     from stepwall.plugin.registry import Registry
@@ -35,6 +41,11 @@ cluster with identical results. Every point reported satisfies every constraint 
 model (memory, divisibility, cluster size) and every --where/--ttft filter, and comes with
 the `stepwall eval` command that reproduces it.
 
+--disagg adds disaggregated deployments to the same frontier: prefill pools (--prefill-gpus,
+--prefill-batch, optionally --prefill-hardware) and decode pools searched apart, paired into
+x prefill + y decode instances within --max-gpus so that the prefill queue keeps up and meets
+--ttft (a percentile: "p90<=2s"), each point marked aggregated or disaggregated.
+
 Energy and cost metrics (joules_per_token, tokens_per_s_per_mw, usd_per_million_tokens)
 come from hardware.board_power and the cluster's pue and price_per_gpu_hour; where a spec
 does not state them they are unknown (null), never guessed."""
@@ -50,6 +61,8 @@ examples:
       --engine trtllm,vllm,sglang --at "tokens_per_s_per_user>=20"
   stepwall search deepseek-v3-fp8 --hardware h200 --cluster hgx-h200-ib --gpus 8..72:8 \\
       --batch 1..4096 --dask --workers 2 -o frontier.csv --plot frontier.svg
+  stepwall search deepseek-r1-fp4 --hardware gb200 --cluster gb200-nvl72 --gpus 8,16,32 \\
+      --disagg --prefill-gpus 4,8 --max-gpus 72 --ttft "p90<=1s" --at "tokens_per_s_per_user>=50"
 
 --gpus, --batch and --vary take lists (8,16,72) or ranges as in `stepwall sweep`:
 8..72:8 (step), 1..4096:x2 (factor), 1..4096:40log (points).
@@ -185,7 +198,20 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         "--ttft",
         default="",
         metavar="COND",
-        help='the median time to first token under load, e.g. "<=2s" (= --where ttft_s<=2s)',
+        help='the time to first token under load, median or a percentile: "<=2s" (= --where '
+        'ttft_s<=2s), "p90<=2s", "p99<=5s"',
+    )
+    p.add_argument(
+        "--tpot",
+        default="",
+        metavar="COND",
+        help='the time per output token, e.g. "<=30ms" (= --where tpot_s<=30ms)',
+    )
+    p.add_argument(
+        "--itl",
+        default="",
+        metavar="COND",
+        help='the inter-token latency (one decode step), e.g. "<=40ms"',
     )
     p.add_argument(
         "--where",
@@ -256,10 +282,71 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         help="with --at: also write each target's best point's launch command for this engine "
         "(the engine its profile priced, at the profile's release; docs/search.md)",
     )
+    add_disagg(p)
     quiet_argument(p)
+
+
+def add_disagg(p: argparse.ArgumentParser) -> None:
+    """The options of a disaggregated search (``--disagg``)."""
+    g = p.add_argument_group(
+        "disaggregated prefill/decode (--disagg; docs/search.md)",
+        "prefill and decode pools searched apart and paired into xPyD deployments, on one "
+        "frontier with the aggregated ones",
+    )
+    g.add_argument(
+        "--disagg",
+        action="store_true",
+        help="also search disaggregated deployments: x prefill instances feeding y decode "
+        "instances, sized so the prefill queue keeps up and meets --ttft",
+    )
+    g.add_argument(
+        "--prefill-gpus",
+        default=None,
+        metavar="N[,…]|LO..HI:STEP",
+        help="GPUs per prefill instance (default: --gpus)",
+    )
+    g.add_argument(
+        "--prefill-batch",
+        default=None,
+        metavar="B[,…]",
+        help="prompts per attention rank in one prefill step (default 1,2,4,8,16)",
+    )
+    g.add_argument(
+        "--prefill-hardware",
+        default=None,
+        metavar="H[,…]",
+        help="the prefill pools' GPUs, one or one per --hardware (default: the same)",
+    )
+    g.add_argument(
+        "--prefill-cluster",
+        default=None,
+        metavar="C[,…]",
+        help="the cluster of each --prefill-hardware (default: --cluster)",
+    )
+    g.add_argument(
+        "--prefill-only",
+        action="append",
+        default=[],
+        metavar="KEY=N[,…]",
+        help="keep only these prefill layouts, as --only (repeatable), e.g. parallel.tp=4",
+    )
+    g.add_argument(
+        "--max-gpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="GPUs one deployment may use, prefill and decode together (default: the "
+        "cluster's GPUs)",
+    )
 
 
 def run(ns: argparse.Namespace, registry: Registry) -> int:
     """Search with the parsed options."""
     options = SearchOptions(**{f.name: getattr(ns, f.name) for f in attrs.fields(SearchOptions)})
+    if options.disagg:
+        return disagg.run_cli(options, registry)
+    given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k) not in (None, []))
+    if given:
+        raise SpecError("search", "--" + given[0].replace("_", "-"), "applies to a "
+                        "disaggregated search", "--disagg")  # fmt: skip
     return run_cli(options, registry)

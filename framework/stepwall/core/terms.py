@@ -105,6 +105,9 @@ PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor co
 # GPU architecture families an engine's kernel paths are stated for (`KernelPath`)
 FAMILIES = ("hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4")
 RAMPS = ("rows", "expert_rows", "context")  # what an op kind's compute ramp is in
+# the term that sends a prompt's KV cache to a decode pool (`Step.kv_transfer`): the
+# composer reports its time apart (``kv_transfer_s``) for a disaggregated deployment's TTFT
+KV_TRANSFER_TERM = "comm.kv_transfer"
 
 
 @attrs.frozen

@@ -35,6 +35,7 @@ from stepwall.core.laws import usable_memory
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import Parameter, constants_in, rebuild
 from stepwall.core.terms import (
+    KV_TRANSFER_TERM,
     Constraint,
     Decoding,
     Engine,
@@ -417,6 +418,9 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
         "ttft_p90_s": load.ttft[p90],
         "ttft_p99_s": load.ttft[p99],
         "prefill_s": t_ttft,
+        "kv_transfer_s": sp.Add(
+            *(t.expr for t in ttft_terms if t.name == f"ttft.{KV_TRANSFER_TERM}")
+        ),
         "e2e_latency_s": load.e2e,
         "request_rate_per_s": layout.dp * load.request_rate,
         "prefill_tokens_per_s_per_gpu": prefill_rate,

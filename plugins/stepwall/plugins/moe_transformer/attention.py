@@ -34,7 +34,7 @@ from stepwall.core.laws import (
     shared_kv_bytes,
 )
 from stepwall.core.symbols import min_of
-from stepwall.core.terms import Collective, Constraint, Op
+from stepwall.core.terms import KV_TRANSFER_TERM, Collective, Constraint, Op
 from stepwall.plugins.moe_transformer.spec import PLUGIN
 from stepwall.plugins.moe_transformer.work import Pass
 
@@ -350,7 +350,7 @@ def _indexer(p: Pass, att: Attention, decode_ctx: sp.Expr, prompt_ctx: sp.Expr) 
 
 def kv_transfer(p: Pass, att: Attention) -> Collective:
     """The prompt's KV cache, sent to a decode pool (disaggregated serving)."""
-    return Collective("comm.kv_transfer", "send", sp.Integer(2),
+    return Collective(KV_TRANSFER_TERM, "send", sp.Integer(2),
                       att.cache_bytes(p.step.kv_transfer, p.layout.tp), sp.Integer(1), PLUGIN,
                       "the prompt's KV cache to the decode pool")  # fmt: skip
 

@@ -1,0 +1,651 @@
+"""Disaggregated prefill/decode search (``stepwall search --disagg``): prefill pools and
+decode pools searched apart and combined into xPyD deployments, on one frontier with the
+aggregated ones.
+
+Three searches share the request (`stepwall.apps.search.plan_search`): the aggregated
+serving space, a **decode** space (``workload.kind = "decode"`` at context ISL + OSL/2 with
+the prompt's KV cache arriving over the scale-out network, ``kv_transfer``) and a
+**prefill** space (``workload.kind = "prefill"``: C prompts per replica per step, its own
+GPU counts, batch, layouts and optionally its own hardware). A decode instance of N_d GPUs
+at its concurrency completes λ_d = (output tokens/s)/OSL requests per second; a prefill
+instance of N_p GPUs in dp replicas, each prefilling C prompts per step of time t_p, serves
+μ = dp·C/t_p. A deployment of x prefill and y decode instances carries Λ = y·λ_d requests
+per second (the decode pools' demand: the prefill side must keep up, ρ = Λ/(x·μ) < 1) and
+gives Λ·OSL/(x·N_p + y·N_d) output tokens/s per GPU. Each request's time to first token is
+the prefill queue's (`stepwall.model.queueing.serving_under_load`: Poisson arrivals at
+Λ/(x·dp) per replica, M/D/1 wait of occupancy t_p/C, its percentiles, half a step for an
+arrival between steps, the step itself) plus the KV transfer (the decode pool's
+``comm.kv_transfer`` term). For each decode point and each prefill point of its option the
+search takes every y with x·N_p + y·N_d ≤ ``--max-gpus`` and the least x that keeps the
+queue stable and meets every ``--ttft`` percentile (the TTFT rises with ρ, so that is
+x = ⌈Λ/(μ·ρ*)⌉ with ρ* the largest utilisation that meets them, found by bisection), and
+keeps the pairing with the most tokens/s per GPU (ties: fewer GPUs, then smaller y). A
+prefill point with both a higher μ and a shorter t_p than another of the same GPUs needs no
+more instances at any load, so only the prefill points on that frontier are paired: the
+answer is exact over the space. The KV transfer is counted in latency, not as a bandwidth
+limit on the pool.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import sympy as sp
+
+from stepwall.apps.search import (
+    Condition,
+    Plan,
+    Result,
+    SearchOptions,
+    Spec,
+    config_text,
+    evaluate_block,
+    layout_degrees,
+    names,
+    pareto,
+    parse_counts,
+    parse_only,
+    plan_of,
+    points,
+    progress_bar,
+    run_search,
+    search_spec,
+    tasks,
+)
+from stepwall.core.errors import SpecError
+from stepwall.core.symbols import Parameter
+from stepwall.core.terminal import visible, warn
+from stepwall.core.terms import Step
+from stepwall.core.units import DIMENSIONLESS, FREQUENCY, TIME
+from stepwall.io import output
+from stepwall.io.formats import write_json
+from stepwall.model.metrics import BUILTIN_METRICS
+from stepwall.model.queueing import QUANTILES, Service, serving_under_load
+
+# the TTFT metrics a deployment reports, by their quantile in `QUANTILES`
+TTFT_METRICS = {"ttft_s": QUANTILES[0], "ttft_p90_s": QUANTILES[1], "ttft_p99_s": QUANTILES[2]}
+Y_METRICS = ("tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu")  # what a P/D point has
+
+BISECTIONS = 48  # halvings of the utilisation interval: ρ* to 2⁻⁴⁸
+DECODE_NEEDS = ("tokens_per_s", "tokens_per_s_per_user", "tokens_per_s_per_gpu", "gpus")
+PREFILL_NEEDS = ("step_time_s", "gpus")
+LABELS = {m.name: m.label for m in BUILTIN_METRICS}
+PREFILL_BATCH = (1, 2, 4, 8, 16)  # prompts per attention rank per prefill step (--prefill-batch)
+
+
+@attrs.frozen
+class Request:
+    """What the combination needs beyond the three plans: tokens per request, the GPU bound
+    of a deployment per option (``max_gpus``: None, the decode cluster's GPUs), the TTFT
+    limits as (metric, seconds), and each decode option's prefill option (by index)."""
+
+    isl: int
+    osl: int
+    max_gpus: int | None
+    ttft: tuple[tuple[str, float], ...]
+    prefill_of: tuple[int, ...]
+
+
+@attrs.frozen
+class Pool:
+    """A pool's points that pass every constraint and filter: global ids, option index,
+    and the metrics (arrays) the combination reads."""
+
+    gid: np.ndarray
+    option: np.ndarray
+    got: Mapping[str, np.ndarray]
+
+
+def ttft_law() -> Callable[..., tuple[np.ndarray, ...]]:
+    """The prefill queue's TTFT percentiles (`QUANTILES`) as one vectorized function of
+    (requests/s at a replica, step time t_p, prompts per step C), built once from
+    `serving_under_load`, the law every prefill pool of ``stepwall eval`` uses."""
+    rate = Parameter("pool.request_rate", FREQUENCY)
+    t = Parameter("pool.step_time", TIME)
+    c = Parameter("pool.prompts", DIMENSIONLESS)
+    one = sp.S.One
+    step = Step("prefill", c, c, one, sp.S.Zero, one, completion=one, arrival_rate=rate)
+    load = serving_under_load(step, Service(t, t / c, sp.S.Zero, True), t)
+    fn = sp.lambdify((rate, t, c), [load.ttft[q] for q in QUANTILES], modules="numpy")
+
+    def law(r: np.ndarray, tp: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, ...]:
+        r, tp, cp = np.broadcast_arrays(r, tp, cp)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return tuple(np.broadcast_to(np.asarray(v, dtype=float), r.shape)
+                         for v in fn(r, tp, cp))  # fmt: skip
+
+    return law
+
+
+def pool_points(
+    plan: Plan, names: Sequence[str], progress: Callable[[int], None] | None = None
+) -> Pool:
+    """Every point of ``plan`` that passes its constraints and ``plan.spec.where``, with
+    the metrics (or term times) ``names``, the searched keys' values (``users``, ``dp``)
+    and its option's index."""
+    want = tuple(dict.fromkeys((*names, *(c.metric for c in plan.spec.where))))
+    index = {o.label: i for i, o in enumerate(plan.options)}
+    parts: list[dict[str, np.ndarray]] = []
+    payloads: dict[int, dict[str, Any]] = {}
+    offsets = plan.offsets
+    for vi, start, stop in tasks(plan):
+        v = plan.variants[vi]
+        if vi not in payloads:
+            payloads[vi] = v.payload()
+        got, ok = evaluate_block(v.numeric, payloads[vi], start, stop, want)
+        for c in plan.spec.where:
+            ok &= c.holds(got[c.metric])
+        for m in names:
+            ok &= np.isfinite(got[m])
+        idx = np.arange(start, stop, dtype=np.int64)[ok]
+        cols = v.columns(idx)
+        dp = next((cols[k] for k in v.layouts.degrees if k.endswith(".dp")), np.ones(idx.size))
+        parts.append({"gid": idx + offsets[vi], "option": np.full(idx.size, index[v.option.label]),
+                      "users": np.asarray(cols[v.provides["users"]], dtype=float),
+                      "dp": np.asarray(dp, dtype=float),
+                      **{m: got[m][ok] for m in names}})  # fmt: skip
+        if progress is not None:
+            progress(stop - start)
+    keys = ("gid", "option", "users", "dp", *names)
+    if not parts:
+        empty = {k: np.zeros(0) for k in keys}
+        return Pool(empty["gid"].astype(np.int64), empty["option"].astype(np.int64), empty)
+    cat = {k: np.concatenate([p[k] for p in parts]) for k in keys}
+    return Pool(cat["gid"].astype(np.int64), cat["option"].astype(np.int64), cat)
+
+
+def prefill_frontier(pool: Pool) -> np.ndarray:
+    """Indices of the prefill points worth pairing: per option and GPU count, those no other
+    point beats on both the rate μ (higher) and the step time (shorter)."""
+    mu = pool.got["dp"] * pool.got["users"] / pool.got["step_time_s"]
+    keep = []
+    for key in sorted(set(zip(pool.option.tolist(), pool.got["gpus"].tolist(), strict=True))):
+        sel = np.flatnonzero((pool.option == key[0]) & (pool.got["gpus"] == key[1]))
+        front = pareto(mu[sel], -pool.got["step_time_s"][sel], pool.gid[sel])
+        keep.append(sel[front])
+    return np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.intp)
+
+
+def utilisation_limit(
+    law: Callable[..., tuple[np.ndarray, ...]],
+    t_p: np.ndarray,
+    c_p: np.ndarray,
+    t_kv: np.ndarray,
+    limits: Sequence[tuple[str, float]],
+) -> np.ndarray:
+    """ρ*: the largest prefill utilisation at which every TTFT limit holds (TTFT = the
+    queue's percentile + the KV transfer), by bisection on [0, 1) (the TTFT rises with ρ);
+    NaN where none holds even on an idle queue; just below 1 (stable) with no limit."""
+    shape = np.broadcast_shapes(t_p.shape, c_p.shape, t_kv.shape)
+    lo, hi = np.zeros(shape), np.ones(shape)
+    if not limits:
+        return np.nextafter(hi, 0.0)
+
+    def holds(rho: np.ndarray) -> np.ndarray:
+        per = law(rho * c_p / t_p, t_p, c_p)
+        ok = np.ones(shape, dtype=bool)
+        for metric, seconds in limits:
+            ok &= per[list(TTFT_METRICS).index(metric)] + t_kv <= seconds
+        return ok
+
+    idle = holds(np.full(shape, 1e-12))
+    for _ in range(BISECTIONS):
+        mid = (lo + hi) / 2
+        ok = holds(mid)
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    return np.where(idle, np.maximum(lo, 1e-12), np.nan)
+
+
+@attrs.frozen
+class Pairing:
+    """The best deployment of each decode point (index into the decode pool): prefill point
+    ``pre`` (index into the prefill pool), x = ``prefill`` and y = ``decode`` instances,
+    ``gpus`` in all and output tokens/s per GPU ``per_gpu`` (-inf where none fits)."""
+
+    pre: np.ndarray
+    prefill: np.ndarray
+    decode: np.ndarray
+    gpus: np.ndarray
+    per_gpu: np.ndarray
+
+    @classmethod
+    def none(cls, n: int) -> Pairing:
+        """``n`` decode points with no deployment yet."""
+        return cls(
+            np.zeros(n, np.intp), np.zeros(n), np.zeros(n), np.zeros(n), np.full(n, -np.inf)
+        )  # fmt: skip (arrays of their own: filled in place)
+
+
+def pair(dec: Pool, pre: Pool, dsel: np.ndarray, psel: np.ndarray, max_gpus: int,
+         osl: int, rho_star: np.ndarray) -> Pairing:  # fmt: skip
+    """For decode points ``dsel`` and prefill points ``psel`` (one option pair; ``rho_star``
+    of shape (len(psel), len(dsel))): each decode point's best xPyD over every y and prefill
+    point (see the module doc)."""
+    lam = dec.got["tokens_per_s"][dsel] / osl
+    n_d = dec.got["gpus"][dsel]
+    mu = (pre.got["dp"] * pre.got["users"] / pre.got["step_time_s"])[psel][:, None]
+    n_p = pre.got["gpus"][psel][:, None]
+    n = len(dsel)
+    best = Pairing.none(n)
+    if len(psel) == 0 or n == 0:
+        return best
+    y_max = int((max_gpus - n_p.min()) // n_d.min()) if max_gpus > n_p.min() else 0
+    for y in range(1, y_max + 1):
+        load = y * lam[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.ceil(load / (mu * rho_star))
+        gpus = x * n_p + y * n_d[None, :]
+        ok = np.isfinite(x) & (gpus <= max_gpus)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = np.where(ok, load * osl / gpus, -np.inf)
+        j = np.argmax(value, axis=0)  # ties: the earlier prefill point
+        cols = np.arange(n)
+        v, g = value[j, cols], gpus[j, cols]
+        better = (v > best.per_gpu) | ((v == best.per_gpu) & (g < best.gpus) & np.isfinite(v))
+        best = Pairing(np.where(better, psel[j], best.pre),
+                       np.where(better, x[j, cols], best.prefill),
+                       np.where(better, y, best.decode), np.where(better, g, best.gpus),
+                       np.where(better, v, best.per_gpu))  # fmt: skip
+    return best
+
+
+@attrs.frozen
+class DisaggResult:
+    """The aggregated search's result, the two pools' plans, and the merged frontier and
+    targets (plain data, as the JSON document gives them)."""
+
+    aggregated: Result
+    decode: Plan
+    prefill: Plan
+    request: Request
+    frontier: tuple[dict[str, Any], ...]
+    best: tuple[dict[str, Any], ...]
+    evaluated: Mapping[str, int]
+
+
+def deployment_gpus(plan: Plan, request: Request, option: int) -> int:
+    """The GPU bound of a deployment on ``option``: ``--max-gpus``, else the decode option's
+    cluster (its nodes × GPUs per node as the spec states them)."""
+    if request.max_gpus is not None:
+        return request.max_gpus
+    v = next(v for v in plan.variants if v.option == plan.options[option])
+    nodes, per_node = (v.values[v.provides[r]] for r in ("nodes", "gpus_per_node"))
+    return int(nodes * per_node)
+
+
+def combine(
+    aggregated: Result,
+    decode: Plan,
+    prefill: Plan,
+    request: Request,
+    progress: Callable[[int], None] | None = None,
+) -> DisaggResult:
+    """The pools' points paired into deployments (`pair`), then one frontier per option of
+    aggregated and disaggregated points and the best of either at each target."""
+    spec = decode.spec
+    target_metrics = tuple(t.metric for t in spec.targets)
+    needs = (*DECODE_NEEDS, spec.x, *target_metrics, "kv_transfer_s")
+    dec = pool_points(decode, tuple(dict.fromkeys(needs)), progress)
+    pre = pool_points(prefill, PREFILL_NEEDS, progress)
+    pfront = prefill_frontier(pre)
+    law = ttft_law()
+    best = Pairing.none(len(dec.gid))
+    for o in range(len(decode.options)):
+        dsel = np.flatnonzero(dec.option == o)
+        psel = pfront[pre.option[pfront] == request.prefill_of[o]]
+        if len(dsel) == 0 or len(psel) == 0:
+            continue
+        rho = utilisation_limit(law, pre.got["step_time_s"][psel][:, None],
+                                pre.got["users"][psel][:, None],
+                                dec.got["kv_transfer_s"][dsel][None, :], request.ttft)  # fmt: skip
+        got = pair(dec, pre, dsel, psel, deployment_gpus(decode, request, o), request.osl, rho)
+        for f in attrs.fields(Pairing):
+            getattr(best, f.name)[dsel] = getattr(got, f.name)
+    placed = np.isfinite(best.per_gpu)
+    frontier = _frontier(aggregated, decode, prefill, dec, pre, best, placed, request, law)
+    targets = _targets(aggregated, decode, prefill, dec, pre, best, placed, request, law)
+    return DisaggResult(aggregated, decode, prefill, request, tuple(frontier), tuple(targets),
+                        {"aggregated": aggregated.evaluated, "decode": decode.total,
+                         "prefill": prefill.total})  # fmt: skip
+
+
+def _served(request: Request) -> float:
+    """Tokens in and out per output token, as benchmark clients count them."""
+    return (request.isl + request.osl) / request.osl
+
+
+def _deployments(
+    decode: Plan,
+    prefill: Plan,
+    dec: Pool,
+    pre: Pool,
+    best: Pairing,
+    js: Sequence[int],
+    request: Request,
+    law: Any,
+) -> list[dict[str, Any]]:
+    """The disaggregated points for decode indices ``js``: the deployment, its service level
+    and the two pools' configurations and commands (the prefill's at its arrival rate)."""
+    if not js:
+        return []
+    dpts = points(decode, [int(dec.gid[j]) for j in js])
+    ppts = points(prefill, [int(pre.gid[best.pre[j]]) for j in js])
+    out = []
+    for j, d, p in zip(js, dpts, ppts, strict=True):
+        i, x, y = int(best.pre[j]), int(best.prefill[j]), int(best.decode[j])
+        load = y * float(dec.got["tokens_per_s"][j]) / request.osl
+        per_replica = load / (x * float(pre.got["dp"][i]))
+        t_p, c_p = float(pre.got["step_time_s"][i]), float(pre.got["users"][i])
+        t_kv = float(dec.got["kv_transfer_s"][j])
+        ttft = [float(v) + t_kv for v in law(np.array(per_replica), np.array(t_p), np.array(c_p))]
+        rate = load / x  # at one prefill instance, all its replicas
+        extra = ["--set", "workload.arrival=poisson", "--set",
+                 f"workload.request_rate={rate:.10g} Hz"]  # fmt: skip
+        per_gpu = float(best.per_gpu[j])
+        out.append({
+            "option": decode.options[int(dec.option[j])].label,
+            "mode": "disaggregated",
+            "tokens_per_s_per_user": d["tokens_per_s_per_user"],
+            "tokens_per_s_per_gpu": per_gpu,
+            "total_tokens_per_s_per_gpu": per_gpu * _served(request),
+            "tpot_s": d["tpot_s"],
+            "itl_s": d["itl_s"],
+            **dict(zip(TTFT_METRICS, ttft, strict=True)),
+            "kv_transfer_s": t_kv,
+            "request_rate_per_s": load,
+            "gpus": int(best.gpus[j]),
+            "prefill_instances": x,
+            "decode_instances": y,
+            "prefill_gpus": x * p["config"]["gpus"],
+            "decode_gpus": y * d["config"]["gpus"],
+            "prefill_utilisation": per_replica * t_p / c_p,
+            "prefill": {"config": p["config"], "command": p["command"] + " " + shlex.join(extra),
+                        "step_time_s": t_p, "request_rate_per_s": rate},
+            "decode": {"config": d["config"], "command": d["command"],
+                       "tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"]},
+        })  # fmt: skip
+    return out
+
+
+def _aggregated(p: Mapping[str, Any]) -> dict[str, Any]:
+    return {**p, "mode": "aggregated"}
+
+
+def _frontier(aggregated: Result, decode: Plan, prefill: Plan, dec: Pool, pre: Pool,
+              best: Pairing, placed: np.ndarray, request: Request,
+              law: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """Per option, the Pareto frontier of the aggregated frontier's points and the
+    disaggregated deployments (tokens/s per user against the y metric), x descending."""
+    spec = decode.spec
+    y_metric = spec.y
+    out: list[dict[str, Any]] = []
+    for o, opt in enumerate(decode.options):
+        js = np.flatnonzero(placed & (dec.option == o))
+        xs = dec.got[spec.x][js] * spec.sign(spec.x)
+        ys = best.per_gpu[js] * (_served(request) if y_metric != "tokens_per_s_per_gpu" else 1.0)
+        dis = _deployments(decode, prefill, dec, pre, best,
+                           js[pareto(xs, ys, dec.gid[js])].tolist(), request, law)  # fmt: skip
+        agg = [_aggregated(p) for p in aggregated.frontier if p["option"] == opt.label]
+        both = [*agg, *dis]
+        if not both:
+            continue
+        bx = np.array([spec.sign(spec.x) * float(p[spec.x]) for p in both])
+        by = np.array([float(p[y_metric]) for p in both])
+        keep = pareto(bx, by, np.arange(len(both)))
+        out += [both[k] for k in keep]
+    return out
+
+
+def _targets(aggregated: Result, decode: Plan, prefill: Plan, dec: Pool, pre: Pool,
+             best: Pairing, placed: np.ndarray, request: Request,
+             law: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """At each target, per option, the better of the aggregated best and the best
+    deployment whose decode point meets the target."""
+    spec = decode.spec
+    factor = _served(request) if spec.objective != "tokens_per_s_per_gpu" else 1.0
+    out = []
+    for t, agg in zip(spec.targets, aggregated.best, strict=True):
+        entry: dict[str, Any] = {"target": t.text, "objective": spec.objective, "options": []}
+        by_label = {o["option"]: o for o in agg["options"]}
+        for o, opt in enumerate(decode.options):
+            js = np.flatnonzero(placed & (dec.option == o) & t.holds(dec.got[t.metric]))
+            dis = None
+            if js.size:
+                value = best.per_gpu[js] * factor
+                tied = js[value == value.max()]
+                j = int(tied[np.argmin(dec.gid[tied])])  # ties: the earlier point
+                dis = _deployments(decode, prefill, dec, pre, best, [j], request, law)[0]
+            a = by_label.get(opt.label, {}).get("point")
+            pick = _better(a, dis, spec.objective)
+            entry["options"].append(
+                {
+                    "option": opt.label,
+                    "point": pick,
+                    "value": None if pick is None else pick[spec.objective],
+                }
+            )
+        out.append(entry)
+    return out
+
+
+def _better(
+    agg: Mapping[str, Any] | None, dis: Mapping[str, Any] | None, objective: str
+) -> dict[str, Any] | None:
+    """The aggregated or the disaggregated point, whichever has more of ``objective``
+    (the aggregated one on a tie: fewer moving parts)."""
+    if dis is None:
+        return None if agg is None else _aggregated(agg)
+    if agg is None or agg.get(objective) is None or float(dis[objective]) > float(agg[objective]):
+        return dict(dis)
+    return _aggregated(agg)
+
+
+def check_request(spec: Any, ttft: Sequence[Condition], max_gpus: int | None) -> None:
+    """What a disaggregated search can answer: output or total tokens/s per GPU against
+    tokens/s per user, TTFT limits of the deployment as upper bounds."""
+    for flag, metric in (("--y", spec.y), ("--objective", spec.objective)):
+        if metric not in Y_METRICS:
+            raise SpecError("search --disagg", flag, f"{metric} is not priced for a P/D "
+                            "deployment", " or ".join(Y_METRICS))  # fmt: skip
+    if spec.x != "tokens_per_s_per_user":
+        raise SpecError("search --disagg", "--x", f"{spec.x}", "tokens_per_s_per_user")
+    for c in ttft:
+        if c.op != "<=":
+            raise SpecError("search --disagg", "--ttft", f"{c.text} bounds TTFT from below",
+                            "an upper bound, e.g. p90<=2s")  # fmt: skip
+    if max_gpus is not None and max_gpus < 2:
+        raise SpecError("search --disagg", "--max-gpus", f"{max_gpus}",
+                        "at least 2 (a prefill and a decode GPU)")  # fmt: skip
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _limits(spec: Spec) -> tuple[tuple[Condition, ...], tuple[tuple[str, float], ...]]:
+    """The search's filters split: those on the deployment's TTFT (applied to the pairing,
+    as (metric, seconds)) and the rest (applied to each pool's points)."""
+    ttft = tuple(c for c in spec.where if c.metric in TTFT_METRICS)
+    return ttft, tuple((c.metric, float(c.value)) for c in ttft)
+
+
+def plans(ns: SearchOptions, registry: Any, spec: Spec) -> tuple[Plan, Plan, Plan, Request]:
+    """The aggregated, decode and prefill plans of a ``--disagg`` request, and what their
+    combination needs (`Request`)."""
+    ttft, limits = _limits(spec)
+    check_request(spec, ttft, ns.max_gpus)
+    rest = attrs.evolve(spec, where=tuple(c for c in spec.where if c not in ttft))
+    bad = [v for v in ns.vary if not v.strip().startswith("decoding.")]
+    if bad:
+        raise SpecError("search --disagg", "--vary", f"{bad[0].partition('=')[0].strip()} "
+                        "would pair pools at different values", "decoding.KEY=… only (the "
+                        "decode pool's), or --set for both pools")  # fmt: skip
+    aggregated = plan_of(ns, registry, spec)
+    decode = plan_of(ns, registry, rest, workload="decode",
+                     sets=[*ns.sets, "workload.kv_transfer=true"])  # fmt: skip
+    hardware = names(ns.prefill_hardware) or names(ns.hardware)
+    clusters = names(ns.prefill_cluster) or (names(ns.cluster) if not ns.prefill_hardware else [])
+    if not clusters:
+        raise SpecError("search --disagg", "--prefill-cluster", "missing",
+                        "the prefill hardware's cluster, e.g. hgx-h100-ib")  # fmt: skip
+    gpus = ns.prefill_gpus if ns.prefill_gpus is not None else ns.gpus
+    prefill = plan_of(
+        ns, registry, attrs.evolve(spec, targets=(), where=()), workload="prefill",
+        hardware=hardware, clusters=clusters, decoding=["autoregressive"], vary=[],
+        sets=[s for s in ns.sets if not s.strip().startswith("decoding.")],
+        gpus=parse_counts(gpus, "--prefill-gpus") if gpus is not None else (),
+        batch=(parse_counts(ns.prefill_batch, "--prefill-batch") if ns.prefill_batch is not None
+               else PREFILL_BATCH),
+        only=[parse_only(o) for o in ns.prefill_only],
+    )  # fmt: skip
+    return aggregated, decode, prefill, Request(ns.isl, ns.osl, ns.max_gpus, limits,
+                                                _prefill_of(decode, prefill))  # fmt: skip
+
+
+def _prefill_of(decode: Plan, prefill: Plan) -> tuple[int, ...]:
+    """Each decode option's prefill option: the same engine, on the prefill hardware in the
+    same place of its list (or the only one). Options run hardware-major (`_options`)."""
+    engines = max(1, len(decode.engines))
+    hardware, prefill_hardware = len(decode.options) // engines, len(prefill.options) // engines
+    if prefill_hardware not in (1, hardware):
+        raise SpecError("search --disagg", "--prefill-hardware", f"{prefill_hardware} for "
+                        f"{hardware} --hardware", "one, or one per --hardware in the same "
+                        "order")  # fmt: skip
+    out = []
+    for i in range(len(decode.options)):
+        h, e = divmod(i, engines)
+        out.append((h if prefill_hardware > 1 else 0) * engines + e)
+    return tuple(out)
+
+
+def document(result: DisaggResult) -> dict[str, Any]:
+    """The ``--json`` document: the request, then one frontier of aggregated and
+    disaggregated points (each with its ``mode``) and the best of either at each target."""
+    spec, req = result.decode.spec, result.request
+    return {
+        "model": result.decode.model,
+        "isl": req.isl,
+        "osl": req.osl,
+        "x": spec.x,
+        "y": spec.y,
+        "objective": spec.objective,
+        "filters": [c.text for c in result.aggregated.plan.spec.where],
+        "max_gpus": {
+            o.label: deployment_gpus(result.decode, req, i)
+            for i, o in enumerate(result.decode.options)
+        },
+        "evaluated": dict(result.evaluated),
+        "frontier": list(result.frontier),
+        "targets": list(result.best),
+        "warnings": list(dict.fromkeys(_warnings(result))),
+    }
+
+
+def _warnings(result: DisaggResult) -> tuple[str, ...]:
+    return (*result.aggregated.plan.warnings, *result.decode.warnings, *result.prefill.warnings)
+
+
+def deployment_text(p: Mapping[str, Any], degrees: Sequence[str]) -> str:
+    """A point's deployment in one line: ``3 × prefill(tp4 C=8) + 1 × decode(ep32 C=2048)``
+    for a P/D one, the replica layout for an aggregated one."""
+    if p["mode"] == "aggregated":
+        return f"aggregated {config_text(p['config'], degrees)}"
+    pre, dec = p["prefill"]["config"], p["decode"]["config"]
+    return (f"{p['prefill_instances']} × prefill({config_text(pre, degrees)}) + "
+            f"{p['decode_instances']} × decode({config_text(dec, degrees)})")  # fmt: skip
+
+
+def _ms(seconds: float | None) -> str:
+    return "none" if seconds is None else f"{seconds * 1e3:.4g} ms"
+
+
+def text(result: DisaggResult) -> str:
+    """The human summary: what was searched, each option's frontier with its mode, then
+    the best deployment at each target with its commands."""
+    spec, req = result.decode.spec, result.request
+    degrees = tuple(dict.fromkeys((*layout_degrees(result.aggregated.plan),
+                                   *layout_degrees(result.prefill))))  # fmt: skip
+    ev = result.evaluated
+    filters = ", ".join(c.text for c in result.aggregated.plan.spec.where) or "no filter"
+    lines = [f"{result.decode.model}: {req.isl}/{req.osl} tokens, aggregated and disaggregated "
+             f"prefill/decode; {ev['aggregated']:,} aggregated, {ev['decode']:,} decode and "
+             f"{ev['prefill']:,} prefill configurations; {filters}"]  # fmt: skip
+    y = spec.y
+    for o in result.decode.options:
+        mine = [p for p in result.frontier if p["option"] == o.label]
+        lines.append(f"{o.label}: frontier ({len(mine)} points), {_label(spec.x)} → {_label(y)}")
+        for p in mine:
+            lines.append(
+                f"  {_num(p[spec.x]):>8} → {_num(p[y]):>8}  {int(p['gpus']):>4} GPUs  "
+                f"TTFT p90 {_ms(p['ttft_p90_s'])}  {deployment_text(p, degrees)}"
+            )
+    for t in result.best:
+        lines.append(f"best {t['objective']} at {t['target']}:")
+        for o in t["options"]:
+            p = o["point"]
+            if p is None:
+                lines.append(f"  {o['option']}: no deployment meets it")
+                continue
+            lines.append(f"  {o['option']}: {_num(o['value'])} {_label(t['objective'])}, "
+                         f"{_num(p['tokens_per_s_per_user'])} tokens/s per user, TTFT "
+                         f"{_ms(p['ttft_s'])} median, {_ms(p['ttft_p90_s'])} p90; "
+                         f"{int(p['gpus'])} GPUs: {deployment_text(p, degrees)}")  # fmt: skip
+            if p["mode"] == "disaggregated":
+                lines.append(f"     prefill: {p['prefill']['command']}")
+                lines.append(f"     decode:  {p['decode']['command']}")
+            else:
+                lines.append(f"     {p['command']}")
+    return "\n".join(lines)
+
+
+def _num(v: Any) -> str:
+    return "none" if v is None else f"{float(v):.4g}"
+
+
+def _label(metric: str) -> str:
+    return LABELS.get(metric, metric)
+
+
+def run_cli(ns: SearchOptions, registry: Any) -> int:
+    """``stepwall search --disagg``: the three searches, their combination, the output."""
+    if ns.dask or ns.scheduler or ns.emit or ns.plot:
+        flag = "--dask" if ns.dask or ns.scheduler else "--emit" if ns.emit else "--plot"
+        raise SpecError("search --disagg", flag, "is not available with --disagg yet",
+                        "-o FILE.json or --json for the whole answer")  # fmt: skip
+    if ns.format not in (None, "text", "json"):
+        raise SpecError("search --disagg", "--format", f"{ns.format}", "text or json")
+    target = None
+    if ns.output is not None:
+        target = output.file_target(ns.output, suffixes=(".json",), streams=False)
+    spec = search_spec(ns, registry)
+    aggregated, decode, prefill, request = plans(ns, registry, spec)
+    warn((*aggregated.warnings, *decode.warnings, *prefill.warnings))
+    bar = progress_bar(ns.quiet)
+    total = aggregated.total + decode.total + prefill.total
+    done = [aggregated.total]
+    agg = run_search(aggregated, chunk=ns.chunk,
+                     progress=lambda d, _t: bar(d, total))  # fmt: skip
+
+    def tick(n: int) -> None:
+        done[0] += n
+        bar(done[0], total)
+
+    result = combine(agg, decode, prefill, request, tick)
+    if not result.frontier:
+        raise SpecError("search --disagg", ", ".join(c.text for c in spec.where) or "the space",
+                        "no aggregated or disaggregated deployment passes every constraint "
+                        "and filter", "a looser SLA, more --gpus or --max-gpus")  # fmt: skip
+    doc = document(result)
+    if target is not None:
+        output.write_file(target, json.dumps(doc, indent=2) + "\n")
+        output.announce(target, f"wrote {target} ({len(result.frontier)} frontier points)")
+    elif ns.format == "json":
+        write_json(doc, sys.stdout)
+    else:
+        print(visible(text(result), lines=True))
+    return 0

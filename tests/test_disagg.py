@@ -1,0 +1,229 @@
+"""``stepwall search --disagg`` (issue 24, item 1): prefill and decode pools searched apart and
+paired into xPyD deployments. The pairing is checked through the command line against brute
+force over ``stepwall eval`` of every pool configuration of a small space and every instance
+count, with the TTFT percentile computed here by hand (M/D/1 and the exponential tail); each
+deployment's commands reproduce its numbers; bad requests are one-line errors."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import shlex
+from typing import Any
+
+import pytest
+
+from stepwall.cli import main
+from stepwall.testing import refusal
+
+MODEL, HW, CLUSTER = "deepseek-r1-fp4", "gb200", "gb200-nvl72"
+ISL, OSL, MAX_GPUS, TTFT_P90 = 1024, 1024, 24, 1.0
+DECODE_GPUS, DECODE_BATCH, PREFILL_GPUS, PREFILL_BATCH = 8, (16, 64), 4, (1, 4)
+SMALL = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--isl", str(ISL),
+         "--osl", str(OSL), "--gpus", str(DECODE_GPUS), "--only", "parallel.tp=1,8",
+         "--batch", ",".join(map(str, DECODE_BATCH)), "--disagg",
+         "--prefill-gpus", str(PREFILL_GPUS), "--prefill-only", "parallel.tp=4",
+         "--prefill-batch", ",".join(map(str, PREFILL_BATCH)), "--max-gpus", str(MAX_GPUS),
+         "--ttft", f"p90<={TTFT_P90:g}s", "--at", "tokens_per_s_per_user>=1", "-q"]  # fmt: skip
+REF = f"model={MODEL},hardware={HW},cluster={CLUSTER}"
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def eval_json(sets: list[str]) -> dict[str, Any] | None:
+    code, out, err = run(["eval", REF, *(a for s in sets for a in ("--set", s)), "--json"])
+    if code == 2:
+        return None
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def p90_by_hand(rate: float, t: float, prompts: float) -> float:
+    """A prefill replica's TTFT p90 under Poisson arrivals at ``rate``: half a step (arrival
+    between steps), the step, and the M/D/1 wait's p90 with an exponential tail,
+    w = W/ρ·ln(ρ/0.1) where ρ > 0.1, W = ρ·s/(2(1 − ρ)), s = t/C."""
+    s = t / prompts
+    rho = rate * s
+    wait = rho * s / (2 * (1 - rho))
+    tail = max(0.0, wait / rho * math.log(rho / 0.1)) if rho > 0 else 0.0
+    return t / 2 + t + tail
+
+
+def layouts(gpus: int, tps: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    return [(tp, ep, gpus // (tp * ep)) for tp in tps for ep in (1, 2, 4, 8)
+            if gpus % (tp * ep) == 0]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pools() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every feasible decode and prefill configuration of the small space, by eval."""
+    decode, prefill = [], []
+    for tp, ep, dp in layouts(DECODE_GPUS, (1, 8)):
+        for b in DECODE_BATCH:
+            got = eval_json(["workload.kind=decode", f"workload.input_tokens={ISL}",
+                             f"workload.output_tokens={OSL}",
+                             f"workload.context={ISL + OSL // 2}", "workload.kv_transfer=true",
+                             f"parallel.tp={tp}", f"parallel.ep={ep}", f"parallel.dp={dp}",
+                             f"workload.concurrency={b * ep}"])  # fmt: skip
+            if got is not None and got["feasible"]:
+                decode.append({**got, "layout": (tp, ep, dp, b * ep)})
+    for tp, ep, dp in layouts(PREFILL_GPUS, (4,)):
+        for b in PREFILL_BATCH:
+            got = eval_json(["workload.kind=prefill", f"workload.input_tokens={ISL}",
+                             f"workload.output_tokens={OSL}", f"parallel.tp={tp}",
+                             f"parallel.ep={ep}", f"parallel.dp={dp}",
+                             f"workload.concurrency={b * ep}"])  # fmt: skip
+            if got is not None and got["feasible"]:
+                prefill.append({**got, "layout": (tp, ep, dp, b * ep)})
+    assert decode and prefill, "the small space has no pool: the test checks nothing"
+    return decode, prefill
+
+
+def best_by_brute_force(d: dict[str, Any], prefill: list[dict[str, Any]]) -> tuple[float, int]:
+    """The most output tokens/s per GPU of any x prefill + y decode instances fed by decode
+    point ``d`` within MAX_GPUS and the TTFT p90 limit, and its GPUs (fewest on a tie)."""
+    lam = d["tokens_per_s"] / OSL
+    top = (-math.inf, 0)
+    for p in prefill:
+        _, _, dp, prompts = p["layout"]
+        t = p["step_time_s"]
+        for y in range(1, MAX_GPUS // DECODE_GPUS + 1):
+            for x in range(1, MAX_GPUS // PREFILL_GPUS + 1):
+                gpus = x * PREFILL_GPUS + y * DECODE_GPUS
+                rate = y * lam / (x * dp)  # at each prefill replica
+                if gpus > MAX_GPUS or rate * t / prompts >= 1:
+                    continue
+                if p90_by_hand(rate, t, prompts) + d["kv_transfer_s"] > TTFT_P90:
+                    continue
+                value = y * lam * OSL / gpus
+                if value > top[0] * (1 + 1e-12) or (
+                    math.isclose(value, top[0], rel_tol=1e-12) and gpus < top[1]
+                ):
+                    top = (value, gpus)
+    return top
+
+
+@pytest.fixture(scope="module")
+def answer() -> dict[str, Any]:
+    code, out, err = run([*SMALL, "--json"])
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def _decode_key(p: dict[str, Any]) -> tuple[int, int, int, int]:
+    c = p["decode"]["config"]
+    return (c["tp"], c["ep"], c["dp"], c["concurrency"])
+
+
+def test_each_deployment_is_the_brute_force_best_for_its_decode_pool(pools, answer) -> None:
+    decode, prefill = pools
+    by_layout = {d["layout"]: d for d in decode}
+    shown = [p for p in answer["frontier"] if p["mode"] == "disaggregated"]
+    assert shown, "no disaggregated point on the frontier: the test checks nothing"
+    for p in shown:
+        value, gpus = best_by_brute_force(by_layout[_decode_key(p)], prefill)
+        assert p["tokens_per_s_per_gpu"] == pytest.approx(value, rel=1e-9)
+        assert p["gpus"] == gpus
+        assert p["gpus"] == p["prefill_gpus"] + p["decode_gpus"] <= MAX_GPUS
+        assert p["ttft_p90_s"] <= TTFT_P90
+
+
+def test_the_best_at_a_target_is_the_brute_force_best(pools, answer) -> None:
+    decode, prefill = pools
+    (target,) = answer["targets"]
+    (option,) = target["options"]
+    dis = max(best_by_brute_force(d, prefill)[0] for d in decode)
+    assert option["value"] >= dis * (1 - 1e-9)  # the aggregated best may beat every P/D
+    if option["point"]["mode"] == "disaggregated":
+        assert option["value"] == pytest.approx(dis, rel=1e-9)
+
+
+def test_a_deployment_reproduces_through_its_two_commands(answer) -> None:
+    p = next(p for p in answer["frontier"] if p["mode"] == "disaggregated")
+    code, out, err = run([*shlex.split(p["decode"]["command"])[1:], "--json"])
+    assert code == 0, err
+    dec = json.loads(out)
+    code, out, err = run([*shlex.split(p["prefill"]["command"])[1:], "--json"])
+    assert code == 0, err
+    pre = json.loads(out)  # the prefill instance at the deployment's arrival rate
+    assert dec["feasible"] and pre["feasible"]
+    assert p["tokens_per_s_per_user"] == pytest.approx(dec["tokens_per_s_per_user"], rel=1e-12)
+    load = p["decode_instances"] * dec["tokens_per_s"] / OSL
+    assert p["request_rate_per_s"] == pytest.approx(load, rel=1e-12)
+    assert pre["request_rate_per_s"] == pytest.approx(load / p["prefill_instances"], rel=1e-9)
+    for q in ("ttft_s", "ttft_p90_s", "ttft_p99_s"):
+        assert p[q] == pytest.approx(pre[q] + dec["kv_transfer_s"], rel=1e-9)
+    assert p["tokens_per_s_per_gpu"] == pytest.approx(load * OSL / p["gpus"], rel=1e-12)
+    assert p["total_tokens_per_s_per_gpu"] == pytest.approx(
+        p["tokens_per_s_per_gpu"] * (ISL + OSL) / OSL, rel=1e-12
+    )
+
+
+def test_the_frontier_marks_both_modes_and_is_pareto(answer) -> None:
+    front = answer["frontier"]
+    assert {p["mode"] for p in front} <= {"aggregated", "disaggregated"}
+    xs = [p["tokens_per_s_per_user"] for p in front]
+    ys = [p["tokens_per_s_per_gpu"] for p in front]
+    assert xs == sorted(xs, reverse=True)
+    assert all(b > a for a, b in zip(ys, ys[1:], strict=False))  # each point earns its place
+
+
+def test_kv_transfer_is_priced_only_where_the_kv_arrives() -> None:
+    base = ["workload.kind=decode", "workload.context=1536", "parallel.ep=8",
+            "workload.concurrency=64"]
+    sent = eval_json([*base, "workload.kv_transfer=true"])
+    local = eval_json(base)
+    assert sent is not None and local is not None
+    assert 0 < sent["kv_transfer_s"] < sent["prefill_s"]
+    assert local["kv_transfer_s"] == 0
+    assert sent["prefill_s"] > local["prefill_s"]
+
+
+def test_a_percentile_ttft_filters_the_aggregated_search() -> None:
+    argv = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--gpus", "8",
+            "--batch", "16,256", "--ttft", "p90<=200ms", "--tpot", "<=40ms", "--json", "-q"]  # fmt: skip
+    code, out, err = run(argv)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["filters"] == ["ttft_p90_s<=200ms", "tpot_s<=40ms"]
+    assert doc["frontier"]
+    assert all(p["ttft_p90_s"] <= 0.2 and p["tpot_s"] <= 0.04 for p in doc["frontier"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--y", "usd_per_million_tokens"], "--y"),
+        (["--x", "tpot_s"], "--x"),
+        (["--ttft", ">=1s"], "--ttft"),
+        (["--max-gpus", "1"], "--max-gpus"),
+        (["--vary", "hardware.hbm_bandwidth=7TB/s,8TB/s"], "--vary"),
+        (["--prefill-hardware", "h100,h200", "--prefill-cluster", "hgx-h100-ib,hgx-h200-ib"],
+         "--prefill-hardware"),
+        (["--prefill-hardware", "h100"], "--prefill-cluster"),
+        (["--emit", "sglang"], "--emit"),
+        (["--ttft", "p95<=1s"], "--ttft"),
+    ],
+)  # fmt: skip
+def test_bad_requests_are_one_line_errors(
+    extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = list(SMALL)
+    for flag, value in zip(extra[::2], extra[1::2], strict=True):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    assert says in refusal(capsys, *argv)
+
+
+def test_a_prefill_flag_without_disagg_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--prefill-gpus", "4"]
+    assert "--disagg" in refusal(capsys, *argv)
