@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import math
 import shlex
@@ -15,7 +16,9 @@ from typing import Any
 
 import pytest
 
+from stepwall.apps import validate
 from stepwall.cli import main
+from stepwall.core.errors import SpecError
 from stepwall.testing import refusal
 
 MODEL, HW, CLUSTER = "deepseek-r1-fp4", "gb200", "gb200-nvl72"
@@ -86,9 +89,11 @@ def pools() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return decode, prefill
 
 
-def best_by_brute_force(d: dict[str, Any], prefill: list[dict[str, Any]]) -> tuple[float, int]:
+def best_by_brute_force(
+    d: dict[str, Any], prefill: list[dict[str, Any]], limit: float = TTFT_P90
+) -> tuple[float, int]:
     """The most output tokens/s per GPU of any x prefill + y decode instances fed by decode
-    point ``d`` within MAX_GPUS and the TTFT p90 limit, and its GPUs (fewest on a tie)."""
+    point ``d`` within MAX_GPUS and the TTFT p90 ``limit``, and its GPUs (fewest on a tie)."""
     lam = d["tokens_per_s"] / OSL
     top = (-math.inf, 0)
     for p in prefill:
@@ -100,7 +105,7 @@ def best_by_brute_force(d: dict[str, Any], prefill: list[dict[str, Any]]) -> tup
                 rate = y * lam / (x * dp)  # at each prefill replica
                 if gpus > MAX_GPUS or rate * t / prompts >= 1:
                     continue
-                if p90_by_hand(rate, t, prompts) + d["kv_transfer_s"] > TTFT_P90:
+                if p90_by_hand(rate, t, prompts) + d["kv_transfer_s"] > limit:
                     continue
                 value = y * lam * OSL / gpus
                 if value > top[0] * (1 + 1e-12) or (
@@ -172,12 +177,16 @@ def test_the_frontier_marks_both_modes_and_is_pareto(answer) -> None:
     xs = [p["tokens_per_s_per_user"] for p in front]
     ys = [p["tokens_per_s_per_gpu"] for p in front]
     assert xs == sorted(xs, reverse=True)
-    assert all(b > a for a, b in zip(ys, ys[1:], strict=False))  # each point earns its place
+    assert all(b > a for a, b in itertools.pairwise(ys))  # each point earns its place
 
 
 def test_kv_transfer_is_priced_only_where_the_kv_arrives() -> None:
-    base = ["workload.kind=decode", "workload.context=1536", "parallel.ep=8",
-            "workload.concurrency=64"]
+    base = [
+        "workload.kind=decode",
+        "workload.context=1536",
+        "parallel.ep=8",
+        "workload.concurrency=64",
+    ]
     sent = eval_json([*base, "workload.kv_transfer=true"])
     local = eval_json(base)
     assert sent is not None and local is not None
@@ -187,8 +196,8 @@ def test_kv_transfer_is_priced_only_where_the_kv_arrives() -> None:
 
 
 def test_a_percentile_ttft_filters_the_aggregated_search() -> None:
-    argv = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--gpus", "8",
-            "--batch", "16,256", "--ttft", "p90<=200ms", "--tpot", "<=40ms", "--json", "-q"]  # fmt: skip
+    argv = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--gpus", "8", "--batch",
+            "16,256", "--ttft", "p90<=200ms", "--tpot", "<=40ms", "--json", "-q"]  # fmt: skip
     code, out, err = run(argv)
     assert code == 0, err
     doc = json.loads(out)
@@ -227,3 +236,122 @@ def test_bad_requests_are_one_line_errors(
 def test_a_prefill_flag_without_disagg_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--prefill-gpus", "4"]
     assert "--disagg" in refusal(capsys, *argv)
+
+
+# ---------------------------------------------------------------- validate's disagg rows
+
+DISAGG_ROW = """
+[[row]]
+id = "pd"
+class = "disagg"
+scenario = "dsr1-fp4-gb200-dep8-decode"
+metric = "total_tokens_per_s_per_gpu"
+measured = "5000 tokens/s"
+at = "tokens_per_s_per_user>=20"
+{deployed}search = {search}
+source = "a test"
+url = "https://example.org"
+{extra}
+"""
+ROW_SPACE = ["--isl", str(ISL), "--osl", str(OSL), "--gpus", str(DECODE_GPUS),
+             "--only", "parallel.tp=1,8", "--batch", ",".join(map(str, DECODE_BATCH)),
+             "--prefill-gpus", str(PREFILL_GPUS), "--prefill-only", "parallel.tp=4",
+             "--prefill-batch", ",".join(map(str, PREFILL_BATCH)),
+             "--max-gpus", str(MAX_GPUS)]  # fmt: skip
+
+
+def _table(tmp_path: Any, deployed: str | None = "4:8", search: list[str] | None = None,
+           extra: str = "", cls: str = "disagg") -> Any:  # fmt: skip
+    p = tmp_path / "t.toml"
+    line = "" if deployed is None else f'deployed = "{deployed}"\n'
+    text = DISAGG_ROW.format(deployed=line, search=json.dumps(search or ROW_SPACE),
+                             extra=extra)  # fmt: skip
+    p.write_text(text.replace('class = "disagg"', f'class = "{cls}"'))
+    return p
+
+
+SCENARIO = f"""name = "pd-test"
+model = "{MODEL}"
+hardware = "{HW}"
+
+[cluster]
+from = "{CLUSTER}"
+
+[workload]
+kind = "decode"
+concurrency = 64
+context = {ISL + OSL // 2}
+"""
+
+
+def test_a_disagg_row_is_the_brute_force_best_deployment(tmp_path, pools) -> None:
+    """A disagg row predicts the best deployment at its target: brute force over every pool
+    configuration of the space and every instance count (no TTFT limit here), with the
+    split it picks and its ratio over the deployed one's."""
+    (tmp_path / "pd.toml").write_text(SCENARIO)
+    table = _table(tmp_path)
+    table.write_text(table.read_text().replace("dsr1-fp4-gb200-dep8-decode", "pd.toml"))
+    (row,) = validate.load_rows([table])
+    (r,) = validate.predict([row], intervals={})
+    decode, prefill = pools
+    best = max(
+        best_by_brute_force(d, prefill, math.inf)
+        for d in decode
+        if d["tokens_per_s_per_user"] >= 20
+    )  # fmt: skip (the row states no TTFT limit)
+    assert r.predicted == pytest.approx(best[0] * (ISL + OSL) / OSL, rel=1e-9)
+    assert r.split is not None and sum(r.split) == best[1]
+    assert r.ratio_factor == pytest.approx((r.split[0] / r.split[1]) / (4 / 8), rel=1e-12)
+    s = validate.summary([r])
+    assert s["splits"] == {"rows": 1, "within": int(1 / 1.5 <= r.ratio_factor <= 1.5),
+                           "factor": 1.5}  # fmt: skip
+    assert "deployed 4:8" in validate.text([r])
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("missing", "deployed"),
+        ("malformed", "deployed"),
+        ("frontier-deployed", "deployed"),
+        ("frontier-prefill", "--prefill-gpus"),
+        ("workload", "--workload"),
+    ],
+)
+def test_bad_disagg_rows_are_one_line_errors(tmp_path, kind: str, says: str) -> None:
+    table = {
+        "missing": lambda: _table(tmp_path, deployed=None),
+        "malformed": lambda: _table(tmp_path, deployed="12/32"),
+        "frontier-deployed": lambda: _table(tmp_path, cls="frontier", search=ROW_SPACE[:-8]),
+        "frontier-prefill": lambda: _table(tmp_path, deployed=None, cls="frontier"),
+        "workload": lambda: _table(tmp_path, search=["--workload", "decode", *ROW_SPACE]),
+    }[kind]()
+    with pytest.raises(SpecError) as e:
+        validate.load_rows([table])
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("engine", "role_option"),
+    [("sglang", "--disaggregation-mode"), ("vllm", "--kv-transfer-config"),
+     ("trtllm", "cache_transceiver_config")],
+)  # fmt: skip
+def test_emit_launches_both_sides_with_their_roles(engine: str, role_option: str) -> None:
+    argv = [*SMALL, "--engine", engine, "--only", "parallel.ep=1", "--emit", engine, "--json"]
+    argv[argv.index("--at") + 1] = "tokens_per_s_per_user>=1"
+    code, out, err = run(argv)
+    assert code == 0, err
+    (option,) = json.loads(out)["targets"][0]["options"]
+    p = option["point"]
+    lau = p["launch"]
+    if p["mode"] == "aggregated":  # the aggregated best wins here: its own launch, no role
+        assert role_option not in json.dumps(lau)
+        return
+    assert lau["instances"] == {"prefill": p["prefill_instances"], "decode": p["decode_instances"]}
+    for side in ("prefill", "decode"):
+        text = json.dumps(lau[side])
+        assert "refused" not in lau[side], text
+        assert role_option in text
+        if engine == "sglang":
+            assert f"--disaggregation-mode {side}" in lau[side]["commands"][0]
+    assert str(p["prefill_instances"]) in lau["router"]

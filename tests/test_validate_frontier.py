@@ -108,7 +108,7 @@ def test_rows_of_one_space_share_one_search(tmp_path, monkeypatch):
         (_row("a", "tokens_per_s_per_user>=5", extra="fill_memory = true"),
          "row[0].fill_memory", "searched"),
         (_row("a", "tokens_per_s_per_user>=5").replace('"frontier"', '"dense"'), "row[0].at",
-         "only frontier rows"),
+         "only frontier and disagg rows"),
         (_row("a", "tokens_per_s_per_user>=5", extra='ranking = "g"')
          + _row("b", "tokens_per_s_per_user>=9", extra='ranking = "g"'), "row[1].at",
          "ranking group"),

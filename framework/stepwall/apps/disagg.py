@@ -19,11 +19,12 @@ arrival between steps, the step itself) plus the KV transfer (the decode pool's
 search takes every y with x·N_p + y·N_d ≤ ``--max-gpus`` and the least x that keeps the
 queue stable and meets every ``--ttft`` percentile (the TTFT rises with ρ, so that is
 x = ⌈Λ/(μ·ρ*)⌉ with ρ* the largest utilisation that meets them, found by bisection), and
-keeps the pairing with the most tokens/s per GPU (ties: fewer GPUs, then smaller y). A
-prefill point with both a higher μ and a shorter t_p than another of the same GPUs needs no
-more instances at any load, so only the prefill points on that frontier are paired: the
-answer is exact over the space. The KV transfer is counted in latency, not as a bandwidth
-limit on the pool.
+keeps the pairing with the most tokens/s per GPU (ties: fewer GPUs, then smaller y). ρ*
+depends on a decode point only through its KV transfer time (a few values), and of the
+prefill points of one GPU count only the one with the most μ·ρ* can need the fewest
+instances at any load (`fastest`), so each decode point is paired with one prefill point
+per GPU count: the answer is exact over the space. The KV transfer is counted in latency,
+not as a bandwidth limit on the pool.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import attrs
 import numpy as np
 import sympy as sp
 
+from stepwall.apps import launch
 from stepwall.apps.search import (
     Condition,
     Plan,
@@ -172,6 +174,23 @@ def prefill_frontier(pool: Pool) -> np.ndarray:
     return np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.intp)
 
 
+def fastest(pre: Pool, psel: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """Indices into ``psel``: per GPU count, the prefill point that serves the most requests
+    within the TTFT limits, μ·ρ* (ties: the earlier point). Instances of one GPU count differ
+    only in that rate, and x = ⌈Λ/(μ·ρ*)⌉ falls as it rises, so no other point of that count
+    needs fewer instances at any load."""
+    mu = (pre.got["dp"] * pre.got["users"] / pre.got["step_time_s"])[psel]
+    rate = np.where(np.isfinite(rho), mu * rho, -np.inf)
+    gpus, gid = pre.got["gpus"][psel], pre.gid[psel]
+    keep = []
+    for n in np.unique(gpus):
+        at = np.flatnonzero((gpus == n) & np.isfinite(rate))
+        if at.size:
+            top = at[rate[at] == rate[at].max()]
+            keep.append(int(top[np.argmin(gid[top])]))
+    return np.array(sorted(keep), dtype=np.intp)
+
+
 def utilisation_limit(
     law: Callable[..., tuple[np.ndarray, ...]],
     t_p: np.ndarray,
@@ -257,10 +276,12 @@ def pair(dec: Pool, pre: Pool, dsel: np.ndarray, psel: np.ndarray, max_gpus: int
 
 @attrs.frozen
 class DisaggResult:
-    """The aggregated search's result, the two pools' plans, and the merged frontier and
-    targets (plain data, as the JSON document gives them)."""
+    """The aggregated search's result (None: not searched), the two pools' plans, the whole
+    request's `Spec`, and the merged frontier and targets (plain data, as the JSON document
+    gives them)."""
 
-    aggregated: Result
+    aggregated: Result | None
+    spec: Spec
     decode: Plan
     prefill: Plan
     request: Request
@@ -280,11 +301,12 @@ def deployment_gpus(plan: Plan, request: Request, option: int) -> int:
 
 
 def combine(
-    aggregated: Result,
+    aggregated: Result | None,
     decode: Plan,
     prefill: Plan,
     request: Request,
     progress: Callable[[int], None] | None = None,
+    spec: Spec | None = None,
 ) -> DisaggResult:
     """The pools' points paired into deployments (`pair`), then one frontier per option of
     aggregated and disaggregated points and the best of either at each target."""
@@ -301,17 +323,25 @@ def combine(
         psel = pfront[pre.option[pfront] == request.prefill_of[o]]
         if len(dsel) == 0 or len(psel) == 0:
             continue
+        # ρ* depends on the decode point only through its KV transfer time: a few values
+        kv, cls = np.unique(dec.got["kv_transfer_s"][dsel], return_inverse=True)
         rho = utilisation_limit(law, pre.got["step_time_s"][psel][:, None],
-                                pre.got["users"][psel][:, None],
-                                dec.got["kv_transfer_s"][dsel][None, :], request.ttft)  # fmt: skip
-        got = pair(dec, pre, dsel, psel, deployment_gpus(decode, request, o), request.osl, rho)
-        for f in attrs.fields(Pairing):
-            getattr(best, f.name)[dsel] = getattr(got, f.name)
+                                pre.got["users"][psel][:, None], kv[None, :],
+                                request.ttft)  # fmt: skip
+        bound = deployment_gpus(decode, request, o)
+        for k in range(len(kv)):
+            keep = fastest(pre, psel, rho[:, k])
+            sub = dsel[cls.ravel() == k]
+            got = pair(dec, pre, sub, psel[keep], bound, request.osl, rho[keep, k][:, None])
+            for f in attrs.fields(Pairing):
+                getattr(best, f.name)[sub] = getattr(got, f.name)
     placed = np.isfinite(best.per_gpu)
     frontier = _frontier(aggregated, decode, prefill, dec, pre, best, placed, request, law)
     targets = _targets(aggregated, decode, prefill, dec, pre, best, placed, request, law)
-    return DisaggResult(aggregated, decode, prefill, request, tuple(frontier), tuple(targets),
-                        {"aggregated": aggregated.evaluated, "decode": decode.total,
+    whole = spec or (aggregated.plan.spec if aggregated is not None else decode.spec)
+    return DisaggResult(aggregated, whole, decode, prefill, request, tuple(frontier),
+                        tuple(targets), {"aggregated": aggregated.evaluated if aggregated else 0,
+                                         "decode": decode.total,
                          "prefill": prefill.total})  # fmt: skip
 
 
@@ -377,7 +407,7 @@ def _aggregated(p: Mapping[str, Any]) -> dict[str, Any]:
     return {**p, "mode": "aggregated"}
 
 
-def _frontier(aggregated: Result, decode: Plan, prefill: Plan, dec: Pool, pre: Pool,
+def _frontier(aggregated: Result | None, decode: Plan, prefill: Plan, dec: Pool, pre: Pool,
               best: Pairing, placed: np.ndarray, request: Request,
               law: Any) -> list[dict[str, Any]]:  # fmt: skip
     """Per option, the Pareto frontier of the aggregated frontier's points and the
@@ -391,7 +421,8 @@ def _frontier(aggregated: Result, decode: Plan, prefill: Plan, dec: Pool, pre: P
         ys = best.per_gpu[js] * (_served(request) if y_metric != "tokens_per_s_per_gpu" else 1.0)
         dis = _deployments(decode, prefill, dec, pre, best,
                            js[pareto(xs, ys, dec.gid[js])].tolist(), request, law)  # fmt: skip
-        agg = [_aggregated(p) for p in aggregated.frontier if p["option"] == opt.label]
+        front = aggregated.frontier if aggregated is not None else ()
+        agg = [_aggregated(p) for p in front if p["option"] == opt.label]
         both = [*agg, *dis]
         if not both:
             continue
@@ -402,7 +433,7 @@ def _frontier(aggregated: Result, decode: Plan, prefill: Plan, dec: Pool, pre: P
     return out
 
 
-def _targets(aggregated: Result, decode: Plan, prefill: Plan, dec: Pool, pre: Pool,
+def _targets(aggregated: Result | None, decode: Plan, prefill: Plan, dec: Pool, pre: Pool,
              best: Pairing, placed: np.ndarray, request: Request,
              law: Any) -> list[dict[str, Any]]:  # fmt: skip
     """At each target, per option, the better of the aggregated best and the best
@@ -410,7 +441,8 @@ def _targets(aggregated: Result, decode: Plan, prefill: Plan, dec: Pool, pre: Po
     spec = decode.spec
     factor = _served(request) if spec.objective != "tokens_per_s_per_gpu" else 1.0
     out = []
-    for t, agg in zip(spec.targets, aggregated.best, strict=True):
+    bests = aggregated.best if aggregated is not None else [{"options": []}] * len(spec.targets)
+    for t, agg in zip(spec.targets, bests, strict=True):
         entry: dict[str, Any] = {"target": t.text, "objective": spec.objective, "options": []}
         by_label = {o["option"]: o for o in agg["options"]}
         for o, opt in enumerate(decode.options):
@@ -474,9 +506,11 @@ def _limits(spec: Spec) -> tuple[tuple[Condition, ...], tuple[tuple[str, float],
     return ttft, tuple((c.metric, float(c.value)) for c in ttft)
 
 
-def plans(ns: SearchOptions, registry: Any, spec: Spec) -> tuple[Plan, Plan, Plan, Request]:
-    """The aggregated, decode and prefill plans of a ``--disagg`` request, and what their
-    combination needs (`Request`)."""
+def plans(
+    ns: SearchOptions, registry: Any, spec: Spec, aggregated: bool = True
+) -> tuple[Plan | None, Plan, Plan, Request]:
+    """The aggregated (None unless ``aggregated``), decode and prefill plans of a
+    ``--disagg`` request, and what their combination needs (`Request`)."""
     ttft, limits = _limits(spec)
     check_request(spec, ttft, ns.max_gpus)
     rest = attrs.evolve(spec, where=tuple(c for c in spec.where if c not in ttft))
@@ -485,7 +519,7 @@ def plans(ns: SearchOptions, registry: Any, spec: Spec) -> tuple[Plan, Plan, Pla
         raise SpecError("search --disagg", "--vary", f"{bad[0].partition('=')[0].strip()} "
                         "would pair pools at different values", "decoding.KEY=… only (the "
                         "decode pool's), or --set for both pools")  # fmt: skip
-    aggregated = plan_of(ns, registry, spec)
+    agg = plan_of(ns, registry, spec) if aggregated else None
     decode = plan_of(ns, registry, rest, workload="decode",
                      sets=[*ns.sets, "workload.kv_transfer=true"])  # fmt: skip
     hardware = names(ns.prefill_hardware) or names(ns.hardware)
@@ -503,7 +537,7 @@ def plans(ns: SearchOptions, registry: Any, spec: Spec) -> tuple[Plan, Plan, Pla
                else PREFILL_BATCH),
         only=[parse_only(o) for o in ns.prefill_only],
     )  # fmt: skip
-    return aggregated, decode, prefill, Request(ns.isl, ns.osl, ns.max_gpus, limits,
+    return agg, decode, prefill, Request(ns.isl, ns.osl, ns.max_gpus, limits,
                                                 _prefill_of(decode, prefill))  # fmt: skip
 
 
@@ -523,6 +557,46 @@ def _prefill_of(decode: Plan, prefill: Plan) -> tuple[int, ...]:
     return tuple(out)
 
 
+def with_launches(result: DisaggResult, emit: str, kinds: Any) -> DisaggResult:
+    """Each target's best deployment per option with its launch for ``emit``, under
+    ``launch``: both sides' and their counts for a disaggregated one
+    (`launch.for_deployment`), the command's for an aggregated one (or why it has none)."""
+    best, refusals, launched = [], [], False
+    for t in result.best:
+        options = []
+        for o in t["options"]:
+            p = o["point"]
+            if p is not None:
+                if p["mode"] == "disaggregated":
+                    lau = launch.for_deployment(p, emit, kinds)
+                    docs = [lau["prefill"], lau["decode"]]
+                else:
+                    lau = launch.json_of(launch.for_points([p], emit, kinds, strict=False)[0])
+                    docs = [lau]
+                refusals += [d["refused"] for d in docs if "refused" in d]
+                launched = launched or all("refused" not in d for d in docs)
+                p = {**p, "launch": lau}
+            options.append({**o, "point": p})
+        best.append({**t, "options": options})
+    if refusals and not launched:  # no deployment can be launched: say why
+        raise SpecError("search --disagg", "--emit", f"no best deployment can be launched with "
+                        f"{emit}: {refusals[0]}", f"--engine with a {emit} profile")  # fmt: skip
+    return attrs.evolve(result, best=tuple(best))
+
+
+def launch_lines(lau: Mapping[str, Any] | None) -> list[str]:
+    """A deployment's launch (`with_launches`) as lines for a terminal."""
+    if lau is None:
+        return []
+    if "instances" not in lau:
+        return launch.lines_of(lau)
+    out = []
+    for side in ("prefill", "decode"):
+        out += [f"{side} {line}" if i == 0 else line
+                for i, line in enumerate(launch.lines_of(lau[side]))]  # fmt: skip
+    return [*out, f"router: {lau['router']}"]
+
+
 def document(result: DisaggResult) -> dict[str, Any]:
     """The ``--json`` document: the request, then one frontier of aggregated and
     disaggregated points (each with its ``mode``) and the best of either at each target."""
@@ -534,7 +608,7 @@ def document(result: DisaggResult) -> dict[str, Any]:
         "x": spec.x,
         "y": spec.y,
         "objective": spec.objective,
-        "filters": [c.text for c in result.aggregated.plan.spec.where],
+        "filters": [c.text for c in result.spec.where],
         "max_gpus": {
             o.label: deployment_gpus(result.decode, req, i)
             for i, o in enumerate(result.decode.options)
@@ -547,7 +621,8 @@ def document(result: DisaggResult) -> dict[str, Any]:
 
 
 def _warnings(result: DisaggResult) -> tuple[str, ...]:
-    return (*result.aggregated.plan.warnings, *result.decode.warnings, *result.prefill.warnings)
+    agg = result.aggregated.plan.warnings if result.aggregated is not None else ()
+    return (*agg, *result.decode.warnings, *result.prefill.warnings)
 
 
 def deployment_text(p: Mapping[str, Any], degrees: Sequence[str]) -> str:
@@ -568,10 +643,10 @@ def text(result: DisaggResult) -> str:
     """The human summary: what was searched, each option's frontier with its mode, then
     the best deployment at each target with its commands."""
     spec, req = result.decode.spec, result.request
-    degrees = tuple(dict.fromkeys((*layout_degrees(result.aggregated.plan),
+    degrees = tuple(dict.fromkeys((*layout_degrees(result.decode),
                                    *layout_degrees(result.prefill))))  # fmt: skip
     ev = result.evaluated
-    filters = ", ".join(c.text for c in result.aggregated.plan.spec.where) or "no filter"
+    filters = ", ".join(c.text for c in result.spec.where) or "no filter"
     lines = [f"{result.decode.model}: {req.isl}/{req.osl} tokens, aggregated and disaggregated "
              f"prefill/decode; {ev['aggregated']:,} aggregated, {ev['decode']:,} decode and "
              f"{ev['prefill']:,} prefill configurations; {filters}"]  # fmt: skip
@@ -600,6 +675,7 @@ def text(result: DisaggResult) -> str:
                 lines.append(f"     decode:  {p['decode']['command']}")
             else:
                 lines.append(f"     {p['command']}")
+            lines += [f"     {line}" for line in launch_lines(p.get("launch"))]
     return "\n".join(lines)
 
 
@@ -611,19 +687,28 @@ def _label(metric: str) -> str:
     return LABELS.get(metric, metric)
 
 
-def run_cli(ns: SearchOptions, registry: Any) -> int:
-    """``stepwall search --disagg``: the three searches, their combination, the output."""
-    if ns.dask or ns.scheduler or ns.emit or ns.plot:
-        flag = "--dask" if ns.dask or ns.scheduler else "--emit" if ns.emit else "--plot"
+def check_options(ns: SearchOptions) -> None:
+    """Refuse what a disaggregated search does not take (yet), before any work."""
+    if ns.dask or ns.scheduler or ns.plot:
+        flag = "--dask" if ns.dask or ns.scheduler else "--plot"
         raise SpecError("search --disagg", flag, "is not available with --disagg yet",
                         "-o FILE.json or --json for the whole answer")  # fmt: skip
+    if ns.emit and not ns.at:
+        raise SpecError("search --disagg", "--emit", "has no deployment to launch without a "
+                        "target", '--at, e.g. --at "tokens_per_s_per_user>=50"')  # fmt: skip
     if ns.format not in (None, "text", "json"):
         raise SpecError("search --disagg", "--format", f"{ns.format}", "text or json")
+
+
+def run_cli(ns: SearchOptions, registry: Any) -> int:
+    """``stepwall search --disagg``: the three searches, their combination, the output."""
+    check_options(ns)
     target = None
     if ns.output is not None:
         target = output.file_target(ns.output, suffixes=(".json",), streams=False)
     spec = search_spec(ns, registry)
     aggregated, decode, prefill, request = plans(ns, registry, spec)
+    assert aggregated is not None  # asked for
     warn((*aggregated.warnings, *decode.warnings, *prefill.warnings))
     bar = progress_bar(ns.quiet)
     total = aggregated.total + decode.total + prefill.total
@@ -635,11 +720,13 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         done[0] += n
         bar(done[0], total)
 
-    result = combine(agg, decode, prefill, request, tick)
+    result = combine(agg, decode, prefill, request, tick, spec)
     if not result.frontier:
         raise SpecError("search --disagg", ", ".join(c.text for c in spec.where) or "the space",
                         "no aggregated or disaggregated deployment passes every constraint "
                         "and filter", "a looser SLA, more --gpus or --max-gpus")  # fmt: skip
+    if ns.emit:
+        result = with_launches(result, ns.emit, registry.kinds)
     doc = document(result)
     if target is not None:
         output.write_file(target, json.dumps(doc, indent=2) + "\n")

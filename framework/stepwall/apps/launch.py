@@ -20,7 +20,11 @@ Every option emitted is checked against the engine release's documented option l
 (specs/engines/launch/LAUNCHER-VERSION.toml, each with its source); an engine profile with no
 launcher, or a release with no list, is refused in one line naming what is missing. The
 model is ``MODEL`` (the checkpoint's path or hub id), and dp replicas are dp copies of the
-command behind a load balancer (a note says so)."""
+command behind a load balancer (a note says so). A disaggregated deployment's two sides are
+launched apart, each with its role: SGLang's ``--disaggregation-mode prefill|decode``,
+vLLM's NIXL connector (``--kv-transfer-config``, ``kv_both`` on both sides), TensorRT-LLM's
+``cache_transceiver_config`` in each worker's YAML; the instance counts and the router that
+joins them are notes."""
 
 from __future__ import annotations
 
@@ -94,6 +98,7 @@ class Deployment:
     drafts: int  # MTP drafts (0: none)
     overlap: bool
     dispatcher: str
+    role: str = ""  # "prefill" or "decode" in a disaggregated deployment; "": aggregated
 
     @classmethod
     def of(cls, sc: Scenario) -> Deployment:
@@ -105,12 +110,15 @@ class Deployment:
         users = int(num("workload.concurrency", 1))
         mtp = sc.kinds.get("decoding") == "mtp"
         engine = sc.section("engine")
+        kind = sc.kinds.get("workload", "")
+        received = kind == "decode" and bool(getattr(sc.workload, "kv_transfer", False))
+        role = "prefill" if kind == "prefill" else "decode" if received else ""
         return cls(tp, ep, int(num("parallel.dp", 1)), int(num("parallel.pp", 1)),
                    int(num("parallel.cp", 1)), users, math.ceil(users / ep),
                    int(num("engine.prefill_chunk", 8192)), num("engine.memory_fraction", 1.0),
                    int(num("engine.kv_block", 1)), num("model.kv_bits", 2.0) <= FP8_BYTES,
                    int(num("decoding.drafts")) if mtp else 0,
-                   bool(engine.two_batch_overlap), str(engine.dispatcher))  # fmt: skip
+                   bool(engine.two_batch_overlap), str(engine.dispatcher), role)  # fmt: skip
 
 
 def launch(sc: Scenario, emit: str) -> Launch:
@@ -142,11 +150,11 @@ def for_point(point: Mapping[str, Any], emit: str, kinds: Any) -> Launch:
 
 
 def for_points(
-    points: Sequence[Mapping[str, Any] | None], emit: str, kinds: Any
+    points: Sequence[Mapping[str, Any] | None], emit: str, kinds: Any, strict: bool = True
 ) -> list[Launch | str | None]:
     """Each point's launch, or the one-line reason it has none (a layout the engine cannot
     run as priced, a point priced by another engine); None for no point. Where no point has
-    a launch, the first reason is raised (exit 2)."""
+    a launch, the first reason is raised (exit 2), unless not ``strict``."""
     out: list[Launch | str | None] = []
     first: SpecError | None = None
     for p in points:
@@ -158,7 +166,7 @@ def for_points(
         except SpecError as e:
             first = first or e
             out.append(f"{e.problem} (expected {e.expected})")
-    if first is not None and not any(isinstance(x, Launch) for x in out):
+    if strict and first is not None and not any(isinstance(x, Launch) for x in out):
         raise first
     return out
 
@@ -191,6 +199,10 @@ def _refuse(launcher: str, why: str, expected: str) -> SpecError:
 
 def _notes(d: Deployment) -> list[str]:
     notes = ["MODEL: the checkpoint's path or hub id"]
+    if d.role:
+        notes.append(f"the {d.role} side of a disaggregated deployment: its KV cache is "
+                     f"{'sent to' if d.role == 'prefill' else 'received from'} the "
+                     f"{'decode' if d.role == 'prefill' else 'prefill'} instances")  # fmt: skip
     if d.dp > 1:
         notes.append(f"{d.dp} replicas: run the command {d.dp} times (one per replica, each on "
                      "its own GPUs) behind a load balancer")  # fmt: skip
@@ -229,6 +241,8 @@ def _sglang(d: Deployment, version: str) -> Launch:
                  ("--speculative-num-draft-tokens", d.drafts + 1)]  # fmt: skip
     if d.overlap:
         args.append(("--enable-two-batch-overlap", True))
+    if d.role:
+        args.append(("--disaggregation-mode", d.role))
     line, options = _command(("python", "-m", "sglang.launch_server"), args)
     return Launch("sglang", version, (line,), {}, options, (), tuple(_notes(d)))
 
@@ -263,6 +277,9 @@ def _vllm(d: Deployment, version: str) -> Launch:
         args.append(("--speculative-config", spec))
     if d.overlap:
         args.append(("--enable-dbo", True))
+    if d.role:  # both sides run the NIXL connector as producer and consumer
+        transfer = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+        args.append(("--kv-transfer-config", transfer))
     line, options = _command(("vllm", "serve", "MODEL"), args)
     return Launch("vllm", version, (line,), {}, options, (), tuple(_notes(d)))
 
@@ -285,6 +302,8 @@ def _trtllm(d: Deployment, version: str) -> Launch:
     if d.drafts:
         yaml["speculative_config.decoding_type"] = "MTP"
         yaml["speculative_config.num_nextn_predict_layers"] = d.drafts
+    if d.role:  # each context and generation worker sends or receives the KV cache
+        yaml["cache_transceiver_config.backend"] = "DEFAULT"
     args: list[tuple[str, Any]] = [("--backend", "pytorch"), ("--tp_size", d.tp * d.ep),
                                    ("--ep_size", d.ep)]  # fmt: skip
     if d.pp > 1:
@@ -321,6 +340,30 @@ def _yaml(flat: Mapping[str, Any]) -> str:
 
 
 EMITTERS = {"sglang": _sglang, "vllm": _vllm, "trtllm": _trtllm}
+# what joins a disaggregated deployment's instances, per engine (a note: not an option)
+ROUTERS = {
+    "sglang": "SGLang's router in P/D mode (sglang-router --pd-disaggregation, each instance "
+              "by its URL)",
+    "vllm": "a proxy that sends each request to a prefill instance, then to a decode one "
+            "(vLLM's NIXL P/D examples)",
+    "trtllm": "trtllm-serve disaggregated, its config listing the context_servers and the "
+              "generation_servers",
+}  # fmt: skip
+
+
+def for_deployment(point: Mapping[str, Any], emit: str, kinds: Any) -> dict[str, Any]:
+    """A disaggregated deployment's launch as JSON: each side's (`json_of`: a launch, or why
+    it has none), the instance counts and what joins them."""
+    out: dict[str, Any] = {}
+    for side in ("prefill", "decode"):
+        try:
+            out[side] = json_of(for_point(point[side], emit, kinds))
+        except SpecError as e:
+            out[side] = json_of(f"{e.problem} (expected {e.expected})")
+    x, y = point["prefill_instances"], point["decode_instances"]
+    out["instances"] = {"prefill": x, "decode": y}
+    out["router"] = f"{x} prefill and {y} decode instances behind {ROUTERS[emit]}"
+    return out
 
 
 def document(lau: Launch) -> dict[str, Any]:

@@ -29,10 +29,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from stepwall.apps import bands
+from stepwall.apps import bands, disagg
 from stepwall.apps.search import (
     DEFAULT_BATCH,
     Condition,
+    SearchOptions,
     Spec,
     config_text,
     layout_degrees,
@@ -42,6 +43,7 @@ from stepwall.apps.search import (
     parse_only,
     plan_search,
     run_search,
+    search_spec,
 )
 from stepwall.apps.search import Result as SearchResult
 from stepwall.apps.sweep import metric_names, metric_unit, parse_vary, pick
@@ -62,6 +64,7 @@ CLASSES = {
     "prefill": "prefill throughput and time to first token",
     "dense": "dense and small-expert models (not DeepSeek-shaped)",
     "frontier": "best METRIC at ≥ TARGET through search",
+    "disagg": "a P/D deployment at ≥ TARGET through search --disagg: throughput and GPUs",
     "latency": "TTFT / TPOT / end-to-end latency at real load",
     "middle": "single points at 8–256 requests per replica",
     "other": "anything else",
@@ -108,12 +111,19 @@ class RowSpec:
         "a group of frontier rows at one target, ranked by measured against predicted value",
         default="",
     )
+    deployed: str = option(
+        'a disagg row\'s prefill and decode GPUs as deployed, "12:32"', default=""
+    )
 
 
-FRONTIER_ONLY = ("at", "search", "ranking")  # the keys only frontier rows have
+FRONTIER_ONLY = ("at", "search", "ranking")  # the keys only frontier and disagg rows have
+SEARCHED = ("frontier", "disagg")  # the classes whose prediction is a search's best
 SPACE_OPTIONS = (
-    "--gpus, --workload, --isl, --osl, --decoding, --batch, --vary, --only, --where, --ttft"
+    "--gpus, --workload, --isl, --osl, --decoding, --batch, --vary, --only, --where, --ttft, "
+    "--prefill-gpus, --prefill-batch, --prefill-only, --max-gpus"
 )
+DISAGG_OPTIONS = ("--prefill-gpus", "--prefill-batch", "--prefill-only", "--max-gpus")
+RATIO_FACTOR = 1.5  # a disagg row's prefill:decode GPU ratio "within" the deployed one's
 
 
 @attrs.frozen
@@ -129,9 +139,11 @@ class Space:
     vary: tuple[str, ...] = ()
     where: tuple[Condition, ...] = ()
     only: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    prefill: tuple[str, ...] = ()  # a disagg row's prefill options, as given (search's flags)
 
 
-REPEATED = ("--decoding", "--vary", "--where", "--only")  # the options that may be given again
+# the options that may be given again
+REPEATED = ("--decoding", "--vary", "--where", "--only", "--prefill-only")
 
 
 def _options(options: Sequence[str], where: str, key: str) -> dict[str, list[str]]:
@@ -182,6 +194,7 @@ def parse_space(options: Sequence[str], where: str, key: str) -> Space:
             raise SpecError("search", "--isl/--osl", "takes one length", "e.g. --isl 1024")
         kinds = [k.strip() for d in given.get("--decoding", []) for k in d.split(",") if k.strip()]
         gpus, batch = one("--gpus"), one("--batch")
+        prefill = _prefill_options(given)
         return Space(
             tuple(parse_counts(gpus, "--gpus")) if gpus is not None else (),
             workload,
@@ -192,10 +205,24 @@ def parse_space(options: Sequence[str], where: str, key: str) -> Space:
             tuple(given.get("--vary", [])),
             tuple(conds),
             tuple(parse_only(o) for o in given.get("--only", [])),
+            prefill,
         )
     except SpecError as e:
         raise SpecError(where, key, f"{e.key}: {e.problem}" if e.key else e.problem,
                         e.expected) from None  # fmt: skip
+
+
+def _prefill_options(given: dict[str, list[str]]) -> tuple[str, ...]:
+    """A disagg row's prefill options as search's flags, each value checked."""
+    out: list[str] = []
+    for flag in DISAGG_OPTIONS:
+        for value in given.get(flag, []):
+            if flag == "--prefill-only":
+                parse_only(value)
+            else:
+                parse_counts(value, flag)
+            out += [flag, value]
+    return tuple(out)
 
 
 @attrs.frozen
@@ -215,6 +242,7 @@ class Row:
     measured: float  # SI, per unit of the metric
     target: Condition | None = None  # a frontier row's `at`
     space: Space | None = None  # a frontier row's `search`
+    deployed: tuple[int, int] | None = None  # a disagg row's prefill and decode GPUs
 
     @property
     def where(self) -> str:
@@ -242,6 +270,16 @@ class Result:
     band: tuple[float, float] | None = None  # [low, high] over the ranged inputs; None: none
     chosen: str = ""  # a frontier row's best configuration, and what binds it
     run: FrontierRun | None = attrs.field(default=None, eq=False, repr=False)
+    split: tuple[int, int] | None = None  # a disagg row's predicted prefill and decode GPUs
+
+    @property
+    def ratio_factor(self) -> float | None:
+        """A disagg row's predicted prefill:decode GPU ratio over the deployed one's (None:
+        no prediction, or not a disagg row)."""
+        if self.split is None or self.row.deployed is None or self.infeasible:
+            return None
+        (p, d), (dp, dd) = self.split, self.row.deployed
+        return (p / d) / (dp / dd)
 
     @property
     def error(self) -> float:
@@ -314,7 +352,8 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
             scenario = find_spec_file(spec.scenario, "scenarios", where=where,
                                       key=at + "scenario", base=path.parent)  # fmt: skip
             target, space = _frontier(spec, where, at)
-            rows.append(Row(spec, path, i, scenario, _measured(spec, where, at), target, space))
+            rows.append(Row(spec, path, i, scenario, _measured(spec, where, at), target, space,
+                            _deployed(spec, where, at)))  # fmt: skip
     _check_rankings(rows)
     return rows
 
@@ -322,11 +361,11 @@ def load_rows(paths: Iterable[Path]) -> list[Row]:
 def _frontier(spec: RowSpec, where: str, at: str) -> tuple[Condition | None, Space | None]:
     """A frontier row's target and space (None, None for other rows, which may not give
     them)."""
-    if spec.row_class != "frontier":
+    if spec.row_class not in SEARCHED:
         for key in FRONTIER_ONLY:
             if getattr(spec, key):
-                raise SpecError(where, at + key, f"only frontier rows have {key}",
-                                'class = "frontier", or no ' + key)  # fmt: skip
+                raise SpecError(where, at + key, f"only frontier and disagg rows have {key}",
+                                'class = "frontier" or "disagg", or no ' + key)  # fmt: skip
         return None, None
     if spec.fill_memory:
         raise SpecError(where, at + "fill_memory", "a frontier row's batch is searched",
@@ -337,7 +376,29 @@ def _frontier(spec: RowSpec, where: str, at: str) -> tuple[Condition | None, Spa
         target = parse_condition(spec.at, "at")
     except SpecError as e:
         raise SpecError(where, at + "at", f"{spec.at!r}: {e.problem}", e.expected) from None
-    return target, parse_space(spec.search, where, at + "search")
+    space = parse_space(spec.search, where, at + "search")
+    if spec.row_class == "disagg" and "--workload" in spec.search:
+        raise SpecError(where, at + "search", "a disagg row searches both pools' workloads",
+                        "no --workload (decode and prefill pools are searched apart)")  # fmt: skip
+    if space.prefill and spec.row_class != "disagg":
+        raise SpecError(where, at + "search", f"{space.prefill[0]} is an option of a disaggregated "
+                        "search", 'class = "disagg", or no ' + space.prefill[0])  # fmt: skip
+    return target, space
+
+
+def _deployed(spec: RowSpec, where: str, at: str) -> tuple[int, int] | None:
+    """A disagg row's deployed prefill and decode GPUs (``"12:32"``); None for other rows,
+    which may not give them."""
+    if spec.row_class != "disagg":
+        if spec.deployed:
+            raise SpecError(where, at + "deployed", "only disagg rows have deployed",
+                            'class = "disagg", or no deployed')  # fmt: skip
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", spec.deployed)
+    if m is None or not all(int(g) > 0 for g in m.groups()):
+        raise SpecError(where, at + "deployed", f"{spec.deployed!r}" if spec.deployed else
+                        "missing", _expected("deployed"))  # fmt: skip
+    return int(m.group(1)), int(m.group(2))
 
 
 def _check_rankings(rows: Sequence[Row]) -> None:
@@ -397,7 +458,9 @@ def predict(
     and the stated ranges. ``progress(done, total)`` after each row."""
     registry = registry or registries.default()
     found = bands.calibration_intervals() if intervals is None else intervals
-    searched = predict_frontier([r for r in rows if r.space is not None], registry, found)
+    searched = predict_frontier([r for r in rows if r.spec.row_class == "frontier"], registry,
+                                found)  # fmt: skip
+    searched.update(predict_disagg([r for r in rows if r.spec.row_class == "disagg"], registry))
     out: list[Result] = []
     for row in rows:
         out.append(searched[row.where] if row.space is not None else
@@ -478,11 +541,8 @@ def predict_frontier(
 ) -> dict[str, Result]:
     """Frontier rows' predictions by `Row.where`: one search per scenario, space, overrides
     and metric, with every target of its rows."""
-    groups: dict[tuple[Any, ...], list[Row]] = {}
-    for r in rows:
-        groups.setdefault((r.scenario, r.spec.search, r.spec.set, r.spec.metric), []).append(r)
     out: dict[str, Result] = {}
-    for members in groups.values():
+    for members in _groups(rows):
         run = _search(members, registry, intervals)
         for r in members:
             out[r.where] = _frontier_result(r, run)
@@ -512,6 +572,69 @@ def _search(members: Sequence[Row], registry: Registry, intervals: bands.Interva
     ends = bands.frontier_ends(result, bands.variant_ranges(plan, intervals, registry))
     label = f"{head.spec.scenario} ({space.isl}/{space.osl}, {', '.join(space.decoding)})"
     return FrontierRun(refs["hardware"], label, result, ends)
+
+
+def _groups(rows: Sequence[Row]) -> list[list[Row]]:
+    """Rows that share one search: the same scenario, space, overrides and metric."""
+    groups: dict[tuple[Any, ...], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.scenario, r.spec.search, r.spec.set, r.spec.metric), []).append(r)
+    return list(groups.values())
+
+
+def _counts(values: Sequence[int]) -> str | None:
+    return ",".join(map(str, values)) if values else None
+
+
+def disagg_options(members: Sequence[Row]) -> SearchOptions:
+    """A group of disagg rows as ``stepwall search --disagg`` options: the base scenario's
+    model, hardware, cluster and engine, the space, every row's target, the metric as the
+    frontier's y and objective."""
+    head = members[0]
+    assert head.space is not None  # disagg rows have one
+    refs, sets = search_base(head)
+    space, metric = head.space, head.spec.metric
+    prefill = dict(zip(space.prefill[::2], space.prefill[1::2], strict=True))
+    ttft = [c.text for c in space.where]
+    return SearchOptions(
+        refs["model"], refs["hardware"], refs["cluster"], gpus=_counts(space.gpus),
+        engine=refs["engine"] or None, isl=space.isl, osl=space.osl,
+        decoding=list(space.decoding), batch=_counts(space.batch), vary=list(space.vary),
+        only=[f"{k}={_counts(v)}" for k, v in space.only], sets=[*sets, *head.spec.set],
+        y=metric, objective=metric, where=ttft,
+        at=list(dict.fromkeys(r.spec.at for r in members)), disagg=True,
+        prefill_gpus=prefill.get("--prefill-gpus"), prefill_batch=prefill.get("--prefill-batch"),
+        prefill_only=[v for f, v in zip(space.prefill[::2], space.prefill[1::2], strict=True)
+                      if f == "--prefill-only"],
+        max_gpus=int(prefill["--max-gpus"]) if "--max-gpus" in prefill else None, quiet=True,
+    )  # fmt: skip
+
+
+def predict_disagg(rows: Sequence[Row], registry: Registry) -> dict[str, Result]:
+    """Disagg rows' predictions by `Row.where`: one disaggregated search (its pools alone,
+    no aggregated space) per group of rows (`_groups`), each row the best deployment at its
+    target, with its prefill and decode GPUs."""
+    out: dict[str, Result] = {}
+    for members in _groups(rows):
+        head = members[0]
+        try:
+            ns = disagg_options(members)
+            spec = search_spec(ns, registry)
+            _, decode, prefill, request = disagg.plans(ns, registry, spec, aggregated=False)
+        except SpecError as e:
+            raise _row_error(head, e) from None
+        result = disagg.combine(None, decode, prefill, request, spec=spec)
+        degrees = tuple(dict.fromkeys((*layout_degrees(decode), *layout_degrees(prefill))))
+        for r in members:
+            p = result.best[ns.at.index(r.spec.at)]["options"][0]["point"]
+            if p is None:
+                out[r.where] = Result(r, math.nan, f"no deployment of the space meets {r.spec.at}")
+                continue
+            chosen = (f"{p['prefill_gpus']}:{p['decode_gpus']} GPUs, "
+                      f"{disagg.deployment_text(p, degrees)}")  # fmt: skip
+            split = (int(p["prefill_gpus"]), int(p["decode_gpus"]))
+            out[r.where] = Result(r, float(p[r.spec.metric]), "", chosen=chosen, split=split)
+    return out
 
 
 def _best(result: SearchResult, t: int, metric: str) -> float | None:
@@ -584,6 +707,7 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
         "classes": {c: stats([r for r in results if r.row.spec.row_class == c]) for c in classes},
         "coverage": coverage(results),
         "rankings": rankings(results),
+        "splits": splits(results),
     }
 
 
@@ -644,6 +768,9 @@ def document(results: Sequence[Result]) -> dict[str, Any]:
                 "inside_band": r.inside,
                 "at": r.row.spec.at or None,
                 "chosen": r.chosen or None,
+                "deployed": _split(r.row.deployed),
+                "predicted_split": None if r.infeasible else _split(r.split),
+                "ratio_factor": r.ratio_factor,
                 "source": r.row.spec.source,
                 "url": r.row.spec.url,
                 "date": r.row.spec.date,
@@ -653,6 +780,19 @@ def document(results: Sequence[Result]) -> dict[str, Any]:
         ],
         "summary": summary(results),
     }
+
+
+def _split(gpus: tuple[int, int] | None) -> str | None:
+    """Prefill and decode GPUs as ``"12:32"`` (None: none)."""
+    return None if gpus is None else f"{gpus[0]}:{gpus[1]}"
+
+
+def splits(results: Sequence[Result]) -> dict[str, Any]:
+    """How many disagg rows pick a prefill:decode GPU ratio within `RATIO_FACTOR` of the
+    deployed one's, of those with a prediction."""
+    got = [r.ratio_factor for r in results if r.ratio_factor is not None]
+    within = sum(1 / RATIO_FACTOR <= f <= RATIO_FACTOR for f in got)
+    return {"rows": len(got), "within": within, "factor": RATIO_FACTOR}
 
 
 def fmt_error(r: Result) -> str:
@@ -691,9 +831,16 @@ def text(results: Sequence[Result]) -> str:
     for r in results:
         if r.concurrency is not None:
             out.append(f"{r.row.spec.id}: batch that fills memory: {r.concurrency} per replica")
+    if s["splits"]["rows"]:
+        sp_ = s["splits"]
+        out.append(f"P/D split: {sp_['within']} of {sp_['rows']} disagg rows pick a prefill:decode "
+                   f"GPU ratio within ×{sp_['factor']:g} of the deployed one's")  # fmt: skip
     for r in results:
         if r.chosen:
-            out.append(f"{r.row.spec.id}: best at {r.row.spec.at}: {r.chosen}")
+            ratio = r.ratio_factor
+            versus = (f" (deployed {_split(r.row.deployed)}: ratio ×{ratio:.2f})"
+                      if ratio is not None else "")  # fmt: skip
+            out.append(f"{r.row.spec.id}: best at {r.row.spec.at}: {r.chosen}{versus}")
     for r in results:
         if r.infeasible:
             out.append(f"{r.row.spec.id}: infeasible ({r.infeasible})")
@@ -752,6 +899,7 @@ __all__ = [
     "predict_frontier",
     "rankings",
     "search_base",
+    "splits",
     "summary",
     "text",
 ]

@@ -112,6 +112,7 @@ def render(report: Report, o: ValidationOptions, at: str) -> list[str]:
             f"{_band(r, scale)} | [{r.row.spec.source}]({r.row.spec.url}){date} |"
         )
     lines += _frontier(report, o.id, results, s["rankings"])
+    lines += _disagg(results, s["splits"])
     notes = [r for r in results if r.row.spec.notes]
     if notes:
         lines += ["", "Notes on each row (what the spec cannot express, and interpretations):", ""]
@@ -134,7 +135,7 @@ def render(report: Report, o: ValidationOptions, at: str) -> list[str]:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["id", "class", "scenario", "set", "metric", "unit", "measured", "predicted",
                 "error", "band_low", "band_high", "inside_band", "at", "chosen",
-                "filled_concurrency", "source", "url", "date"])  # fmt: skip
+                "deployed", "picked", "filled_concurrency", "source", "url", "date"])  # fmt: skip
     for r in results:
         ends = ("", "") if r.band is None or r.infeasible else tuple(map(csv_number, r.band))
         w.writerow([r.row.spec.id, r.row.spec.row_class, r.row.spec.scenario,
@@ -143,10 +144,15 @@ def render(report: Report, o: ValidationOptions, at: str) -> list[str]:
                     "infeasible" if r.infeasible else csv_number(r.predicted),
                     "" if r.infeasible else csv_number(r.error), *ends,
                     "" if r.inside is None else str(r.inside).lower(), r.row.spec.at,
-                    r.chosen, "" if r.concurrency is None else r.concurrency,
+                    r.chosen, _split(r.row.deployed), _split(None if r.infeasible else r.split),
+                    "" if r.concurrency is None else r.concurrency,
                     r.row.spec.source, r.row.spec.url, r.row.spec.date])  # fmt: skip
     report.outputs[f"{o.id}.csv"] = buf.getvalue().encode()
     return lines
+
+
+def _split(gpus: tuple[int, int] | None) -> str:
+    return "" if gpus is None else f"{gpus[0]}:{gpus[1]}"
 
 
 def _band(r: validate.Result, scale: float) -> str:
@@ -163,6 +169,28 @@ def _coverage(c: dict[str, Any]) -> str:
     return (f"Band coverage: **{c['inside']} of {c['banded']}** measurements lie inside their "
             f"band ({c['fraction']:.0%}; bold in the table); {c['unbanded']} rows have no "
             "ranged input.")  # fmt: skip
+
+
+def _disagg(results: list[validate.Result], splits: dict[str, Any]) -> list[str]:
+    """The disagg rows' deployments: the prefill and decode GPUs the search picks against
+    the deployed ones, and how many ratios fall within the factor; nothing without them."""
+    rows = [r for r in results if r.row.deployed is not None]
+    if not rows:
+        return []
+    lines = ["", f"P/D rows: the deployment `search --disagg` picks at each target within the "
+             f"deployed GPUs; **{splits['within']} of {splits['rows']}** prefill:decode GPU "
+             f"ratios lie within ×{splits['factor']:g} of the deployed one's.", "",
+             "| row | target | deployed P:D | picked | ratio × | deployment |",
+             "|:---|:---|---:|---:|---:|:---|"]  # fmt: skip
+    for r in rows:
+        dep = r.row.deployed
+        assert dep is not None
+        factor = r.ratio_factor
+        picked = "—" if r.split is None or r.infeasible else f"{r.split[0]}:{r.split[1]}"
+        ratio = "—" if factor is None else f"{factor:.2f}"
+        lines.append(f"| {r.row.spec.id} | `{r.row.spec.at}` | {dep[0]}:{dep[1]} | {picked} | "
+                     f"{ratio} | {r.chosen or r.infeasible} |")  # fmt: skip
+    return lines
 
 
 def _frontier(
