@@ -39,15 +39,26 @@ if TYPE_CHECKING:
     from stepwall.model.compose import StepModel
 
 
+def share(model: StepModel, per_gpu: bool = False) -> float:
+    """What the shared axis x is divided by for one replica's users: its dp replicas (x: the
+    total users), or, ``per_gpu``, 1/(GPUs per replica) (x: users per GPU)."""
+    if per_gpu:
+        return 1.0 / float(sp.sympify(model.layout.gpus_per_replica).xreplace(dict(model.values)))
+    return degree(model, "dp")
+
+
 def shared_axis(
-    model: StepModel, sym: sp.Symbol, expr: sp.Expr, x: sp.Symbol
+    model: StepModel, sym: sp.Symbol, expr: sp.Expr, x: sp.Symbol, per_gpu: bool = False
 ) -> tuple[sp.Expr, str]:
     """The metric as a function of the shared axis x: for the users per replica
-    (`is_users`), x is the total users over all DP replicas (each replica serves x/dp)."""
+    (`is_users`), x is the total users over all DP replicas (each replica serves x/dp), or,
+    ``per_gpu``, the users per GPU (each replica serves x·its GPUs)."""
     if is_users(model, sym):
-        dp = degree(model, "dp")
-        f = rebuild(model.substituted(relax(expr), [sym]), {sym: x / dp})
-        return f, f"{model.scenario.label}: {dp:g} replica(s), each x/{dp:g} users"
+        s = share(model, per_gpu)
+        f = rebuild(model.substituted(relax(expr), [sym]), {sym: x / s})
+        each = f"x·{1 / s:g}" if per_gpu else f"x/{s:g}"
+        many = f"{degree(model, 'dp'):g} replica(s)"
+        return f, f"{model.scenario.label}: {many}, each {each} users"
     return rebuild(model.substituted(relax(expr), [sym]), {sym: x}), ""
 
 
@@ -57,9 +68,11 @@ def crossover(
     key: str,
     metric: str = "tokens_per_s_per_gpu",
     symbolic: bool = False,
+    per_gpu: bool = False,
 ) -> Derivation:
     """Where the two scenarios' metrics are equal along KEY (for the users per replica,
-    `is_users`, such as workload.concurrency: total users across each scenario's DP replicas).
+    `is_users`, such as workload.concurrency: total users across each scenario's DP replicas,
+    or, ``per_gpu``, users per GPU).
 
     Stays whole: one scan of the shared range finds the roots and the infeasible crossings, and
     which of the five answers it gives (no feasible range, infeasible crossings only, equal
@@ -69,15 +82,16 @@ def crossover(
     parameter(other, key)
     e1, e2 = metric_expr(model, metric), metric_expr(other, metric)
     x = sym
-    f1, d1 = shared_axis(model, sym, e1, x)
-    f2, d2 = shared_axis(other, sym, e2, x)
+    f1, d1 = shared_axis(model, sym, e1, x, per_gpu)
+    f2, d2 = shared_axis(other, sym, e2, x, per_gpu)
     lo1, hi1 = key_range(model, sym)
     lo2, hi2 = key_range(other, sym)
     lo, hi = max(lo1, lo2), min(hi1, hi2)
     scale1 = scale2 = 1.0
     if is_users(model, sym):
-        lo, hi = 1.0, max(hi1, hi2)
-        scale1, scale2 = degree(model, "dp"), degree(other, "dp")
+        scale1, scale2 = share(model, per_gpu), share(other, per_gpu)
+        lo, hi = (min(scale1, scale2), max(hi1 * scale1, hi2 * scale2)) if per_gpu else (
+            1.0, max(hi1, hi2))  # fmt: skip
     r1 = feasible_region(model, sym, lo / scale1, hi / scale1)
     r2 = feasible_region(other, sym, lo / scale2, hi / scale2)
     g1, g2 = lambdify1(f1, x), lambdify1(f2, x)
@@ -142,7 +156,7 @@ def crossover(
         )
         return nothing(why)
     r = roots[0]
-    eq = crossing_equation(model, other, sym, e1, e2, r, metric)
+    eq = crossing_equation(model, other, sym, e1, e2, r, metric, per_gpu)
     cr, why, shown = closed_for(eq, r, symbolic)
     if dropped:
         why = (why + "; " if why else "") + (
@@ -162,7 +176,7 @@ def crossover(
         note = (note + "; " if note else "") + f"{len(roots)} crossings; the first is shown"
     before = n1 if diff_fn(max(lo, r * 0.9)) > 0 else n2
     note = (note + "; " if note else "") + f"{before} leads below x = {r:.4g}"
-    feas = math.ceil(r - 1e-9) if is_integer_key(model, sym) else None
+    feas = math.ceil(r - 1e-9) if is_integer_key(model, sym) and not per_gpu else None
     if feas is not None and not (r1.contains(feas / scale1) and r2.contains(feas / scale2)):
         feas = None
     return Derivation(
@@ -182,17 +196,23 @@ def side_names(model: StepModel, other: StepModel) -> tuple[str, str]:
 
 
 def along(
-    model: StepModel, sym: sp.Symbol, expr: sp.Expr, r: float, rename: dict[sp.Basic, sp.Basic]
+    model: StepModel,
+    sym: sp.Symbol,
+    expr: sp.Expr,
+    r: float,
+    rename: dict[sp.Basic, sp.Basic],
+    per_gpu: bool = False,
 ) -> sp.Expr:
     """The metric along the shared axis, symbolic in every parameter, branches resolved at
-    x = r; for concurrency each of dp replicas serves x/dp (dp symbolic). ``rename`` gives
-    the other scenario's parameters symbols of their own."""
+    x = r; for concurrency each of dp replicas serves x/dp (dp symbolic), or, ``per_gpu``,
+    x·(its GPUs). ``rename`` gives the other scenario's parameters symbols of their own."""
     vals = dict(model.values)
     relaxed = relax(expr)
     if is_users(model, sym):
-        dp = sp.sympify(model.layout.dp)
-        vals[sym] = r / degree(model, "dp")
-        f = rebuild(resolve_branches(relaxed, vals), {sym: sym / dp})
+        s = 1 / sp.sympify(model.layout.gpus_per_replica) if per_gpu else sp.sympify(
+            model.layout.dp)  # fmt: skip
+        vals[sym] = r / share(model, per_gpu)
+        f = rebuild(resolve_branches(relaxed, vals), {sym: sym / s})
     else:
         vals[sym] = r
         f = resolve_branches(relaxed, vals)
@@ -207,6 +227,7 @@ def crossing_equation(
     e2: sp.Expr,
     r: float,
     metric: str,
+    per_gpu: bool = False,
 ) -> Equation:
     """F(x, p) = metric₁(x) − metric₂(x), branches resolved at the crossing r, every
     parameter symbolic: the second scenario's as primed symbols of their own, so that each
@@ -217,7 +238,7 @@ def crossing_equation(
         for p in other.values
         if p != sym and not is_constant(p)
     }
-    F = along(model, sym, e1, r, {}) - along(other, sym, e2, r, rename)
+    F = along(model, sym, e1, r, {}, per_gpu) - along(other, sym, e2, r, rename, per_gpu)
     values: dict[sp.Symbol, float] = {p: float(v) for p, v in model.values.items() if p != sym}
     names: dict[sp.Symbol, tuple[str, str]] = {p: (p.name, s1) for p in values}
     for p, q in rename.items():

@@ -962,6 +962,7 @@ class Result:
     # points breaking each constraint, in blocks with no feasible point (all, when none is)
     failed: Mapping[str, int] = attrs.field(factory=dict)
     filtered: tuple[int, ...] = ()  # feasible points each --where filter removes
+    switches: tuple[dict[str, Any], ...] | None = None  # --switch-points (None: not asked)
 
 
 def tasks(plan: Plan, chunk: int = CHUNK) -> Iterator[tuple[int, int, int]]:
@@ -1426,6 +1427,7 @@ def document(result: Result) -> dict[str, Any]:
         "units": {m: METRIC_UNITS.get(m, "") for m in METRICS},
         "frontier": list(result.frontier),
         "targets": list(result.best),
+        **({"switch_points": list(result.switches)} if result.switches is not None else {}),
         "warnings": list(plan.warnings),
     }
 
@@ -1529,7 +1531,31 @@ def text(result: Result) -> str:
             else:
                 pairs = ", ".join(f"{a} and {b}" for a, b in rob["may_swap"])
                 lines.append(f"  may swap: {pairs}")
+    if result.switches is not None:
+        lines += switch_lines(result.switches, degrees)
     return "\n".join(lines)
+
+
+def switch_lines(points: Sequence[Mapping[str, Any]], degrees: Sequence[str]) -> list[str]:
+    """The frontier's switch points (`stepwall.apps.switch`) as text: where, between which
+    layouts, how the root was found, its largest sensitivities."""
+    out = ["switch points (where the best layout along the frontier changes):"]
+    if not points:
+        out.append("  none: one layout holds each frontier")
+    for s in points:
+        head = (f"  {s['option']}: {config_text(s['from'], degrees)} → "
+                f"{config_text(s['to'], degrees)}")  # fmt: skip
+        if s["users_per_gpu"] is None:
+            out.append(f"{head}: their curves do not cross ({s['note']})")
+            continue
+        out.append(f"{head}: at {_num(s['tokens_per_s_per_user'])} tokens/s per user, "
+                   f"{_num(s['tokens_per_s_per_gpu'])} tokens/s per GPU, "
+                   f"{_num(s['users_per_gpu'])} users per GPU ({s['method']})")  # fmt: skip
+        top = ", ".join(f"{r['parameter']} [{r['side']}] {r['elasticity']:+.3g}"
+                        for r in s["sensitivities"][:3])  # fmt: skip
+        if top:
+            out.append(f"    ∂ln c*/∂ln p: {top}")
+    return out
 
 
 def frontier_table(result: Result) -> Any:
@@ -1739,6 +1765,7 @@ class SearchOptions:
     prefill_cluster: str | None = None
     prefill_only: list[str] = attrs.Factory(list)
     max_gpus: int | None = None
+    switch_points: bool = False
 
 
 def parse_counts(text: str, where: str) -> list[int]:
@@ -1811,8 +1838,11 @@ def plan_of(ns: SearchOptions, registry: Any, spec: Spec, **override: Any) -> Pl
     return plan_search(ns.model, hardware, clusters, **args)
 
 
-def run_cli(ns: SearchOptions, registry: Any) -> int:
-    """``stepwall search``: plan, evaluate (here or on dask), print or write.
+def run_cli(
+    ns: SearchOptions, registry: Any, annotate: Callable[[Result], Result] | None = None
+) -> int:
+    """``stepwall search``: plan, evaluate (here or on dask), ``annotate`` the result (the
+    frontier's switch points), print or write.
 
     Stays whole: the command line's checks in the order their errors are reported, then plan
     and run, then one case per output destination.
@@ -1860,6 +1890,8 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
         raise empty
     if ns.emit:
         result = with_launches(result, ns.emit, registry.kinds)
+    if annotate is not None:
+        result = annotate(result)
     if plot_target is not None:
         output.write_file(plot_target, plot(result))
         print(f"wrote {plot_target}", file=sys.stderr)

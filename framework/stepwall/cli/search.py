@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from stepwall.apps import disagg
+from stepwall.apps import disagg, switch
 from stepwall.apps.launch import LAUNCHERS
-from stepwall.apps.search import CHUNK, SearchOptions, run_cli
+from stepwall.apps.search import CHUNK, Result, SearchOptions, run_cli
 from stepwall.core.errors import SpecError
 from stepwall.core.progress import quiet_argument
 
@@ -282,6 +282,12 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         help="with --at: also write each target's best point's launch command for this engine "
         "(the engine its profile priced, at the profile's release; docs/search.md)",
     )
+    p.add_argument(
+        "--switch-points",
+        action="store_true",
+        help="also derive where the best layout along each frontier changes: the crossing of "
+        "the two layouts' curves, from their expressions, with its sensitivities",
+    )
     add_disagg(p)
     quiet_argument(p)
 
@@ -344,9 +350,18 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
     """Search with the parsed options."""
     options = SearchOptions(**{f.name: getattr(ns, f.name) for f in attrs.fields(SearchOptions)})
     if options.disagg:
+        if options.switch_points:
+            raise SpecError("search", "--switch-points", "is not derived for a P/D search (a "
+                            "P/D deployment is not one model)", "no --disagg")  # fmt: skip
         return disagg.run_cli(options, registry)
     given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k) not in (None, []))
     if given:
         raise SpecError("search", "--" + given[0].replace("_", "-"), "applies to a "
                         "disaggregated search", "--disagg")  # fmt: skip
-    return run_cli(options, registry)
+    if not options.switch_points:
+        return run_cli(options, registry)
+
+    def switches(result: Result) -> Result:
+        return attrs.evolve(result, switches=tuple(switch.switch_points(result, registry)))
+
+    return run_cli(options, registry, switches)

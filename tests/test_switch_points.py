@@ -1,0 +1,109 @@
+"""``stepwall search --switch-points`` (issue 24, item 3): where the best layout along a frontier
+changes. Each switch point is checked against the crossing found here by brute force over a
+fine grid of users per GPU on the two layouts' own models (within 1%), its sensitivities by
+finite differences of the crossing itself, and its refusal with --disagg."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import shlex
+from typing import Any
+
+import attrs
+import numpy as np
+import pytest
+
+from stepwall.analyses.crossover import crossover
+from stepwall.cli import main
+from stepwall.model.compose import StepModel, build_model
+from stepwall.testing import refusal
+
+ARGV = ["search", "deepseek-v3-fp8", "--hardware", "h200", "--cluster", "hgx-h200-ib",
+        "--gpus", "8", "--engine", "trtllm", "--switch-points", "--spread", "0", "-q"]  # fmt: skip
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def answer() -> dict[str, Any]:
+    code, out, err = run([*ARGV, "--json"])
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def model(config_point: dict[str, Any], frontier: list[dict[str, Any]], side: str) -> StepModel:
+    """The model of a switch's side, from the frontier point of that configuration."""
+    p = next(p for p in frontier if p["config"] == config_point[side])
+    words = shlex.split(p["command"])
+    return build_model(words[2], [words[i + 1] for i, w in enumerate(words) if w == "--set"])
+
+
+def tokens_per_user(m: StepModel, per_gpu: np.ndarray) -> np.ndarray:
+    """tokens/s per user of ``m`` at ``per_gpu`` users per GPU (each replica: that × its
+    GPUs), NaN where a constraint fails."""
+    gpus = float(np.asarray(m.evaluate()["gpus"], dtype=float))  # all replicas'
+    dp = float(m.values[m.scenario.by_path["parallel.dp"]])
+    ev = m.evaluate({m.provides["users"]: per_gpu * gpus / dp})
+    u = np.asarray(ev["tokens_per_s_per_user"], dtype=float) * np.ones_like(per_gpu)
+    return np.where(np.asarray(ev["feasible"], dtype=bool), u, np.nan)
+
+
+def test_switch_points_are_the_brute_force_crossings(answer) -> None:
+    crossed = [s for s in answer["switch_points"] if s["users_per_gpu"] is not None]
+    assert crossed, "no switch point crosses: the test checks nothing"
+    for s in crossed:
+        ma, mb = (model(s, answer["frontier"], side) for side in ("from", "to"))
+        grid = np.geomspace(0.05, 2000, 200_001)
+        diff = tokens_per_user(ma, grid) - tokens_per_user(mb, grid)
+        flips = np.flatnonzero(np.isfinite(diff[:-1]) & np.isfinite(diff[1:])
+                               & (np.sign(diff[:-1]) != np.sign(diff[1:])))  # fmt: skip
+        assert flips.size, s
+        c = grid[flips[0]]
+        assert s["users_per_gpu"] == pytest.approx(c, rel=0.01)
+        u = float(tokens_per_user(ma, np.array([c]))[0])
+        assert s["tokens_per_s_per_user"] == pytest.approx(u, rel=0.01)
+        assert s["tokens_per_s_per_gpu"] == pytest.approx(u * c, rel=0.02)
+
+
+def _scaled(m: StepModel, path: str, factor: float) -> StepModel:
+    values = dict(m.scenario.values)
+    sym = m.scenario.by_path[path]
+    values[sym] = values[sym] * factor
+    return attrs.evolve(m, scenario=attrs.evolve(m.scenario, values=values))
+
+
+def test_sensitivities_match_finite_differences(answer) -> None:
+    s = next(s for s in answer["switch_points"] if s["users_per_gpu"] is not None)
+    ma, mb = (model(s, answer["frontier"], side) for side in ("from", "to"))
+    key = ma.provides["users"]
+    checked = 0
+    for row in s["sensitivities"][:3]:
+        if row["whole"] or not math.isfinite(row["elasticity"]):
+            continue
+        h = 1e-3
+        roots = []
+        for f in (1 + h, 1 - h):
+            a = _scaled(ma, row["parameter"], f) if row["side"] == "from" else ma
+            b = _scaled(mb, row["parameter"], f) if row["side"] == "to" else mb
+            roots.append(float(crossover(a, b, key, "tokens_per_s_per_user", per_gpu=True).value))
+        fd = (math.log(roots[0]) - math.log(roots[1])) / (math.log(1 + h) - math.log(1 - h))
+        assert row["elasticity"] == pytest.approx(fd, rel=0.02, abs=1e-3), row
+        checked += 1
+    assert checked, "no continuous parameter among the largest sensitivities"
+
+
+def test_switch_points_print_and_are_refused_with_disagg(capsys) -> None:
+    code, out, err = run(ARGV)
+    assert code == 0, err
+    assert "switch points (where the best layout along the frontier changes):" in out
+    assert "→" in out and "∂ln c*/∂ln p" in out
+    argv = [*ARGV, "--disagg"]
+    assert "--switch-points" in refusal(capsys, *argv)
