@@ -355,3 +355,46 @@ def test_emit_launches_both_sides_with_their_roles(engine: str, role_option: str
         if engine == "sglang":
             assert f"--disaggregation-mode {side}" in lau[side]["commands"][0]
     assert str(p["prefill_instances"]) in lau["router"]
+
+
+# ---------------------------------------------------------------- recommend --disagg
+
+RATE = 30.0
+
+
+def test_recommend_disagg_is_the_brute_force_cheapest(pools) -> None:
+    """The cheapest P/D candidate for RATE requests/s: y = ⌈R/λ⌉ decode instances of each
+    decode configuration and the least x prefill instances that keep the queue stable and meet
+    the TTFT p90 (by hand), over every prefill configuration; GPUs as the cost."""
+    decode, prefill = pools
+    brute = math.inf
+    for d in decode:
+        y = math.ceil(RATE / (d["tokens_per_s"] / OSL))
+        for p in prefill:
+            _, _, dp, prompts = p["layout"]
+            t = p["step_time_s"]
+            for x in range(1, 1000):
+                rate = RATE / (x * dp)
+                if rate * t / prompts < 1 and (
+                    p90_by_hand(rate, t, prompts) + d["kv_transfer_s"] <= TTFT_P90
+                ):
+                    brute = min(brute, x * PREFILL_GPUS + y * DECODE_GPUS)
+                    break
+    assert math.isfinite(brute), "no P/D deployment meets the SLA: the test checks nothing"
+    argv = ["recommend", MODEL, "--rate", str(RATE), "--isl", str(ISL), "--osl", str(OSL),
+            "--hardware", HW, "--cluster", CLUSTER, "--gpus", str(DECODE_GPUS),
+            "--only", "parallel.tp=1,8", "--batch", ",".join(map(str, DECODE_BATCH)),
+            "--disagg", "--prefill-gpus", str(PREFILL_GPUS), "--prefill-only", "parallel.tp=4",
+            "--prefill-batch", ",".join(map(str, PREFILL_BATCH)),
+            "--ttft", f"p90<={TTFT_P90:g}s", "--keep", "50", "--json", "-q"]  # fmt: skip
+    code, out, err = run(argv)
+    assert code == 0, err
+    cands = json.loads(out)["candidates"]
+    costs = [c["cost"] for c in cands]
+    assert costs == sorted(costs)
+    pd = [c for c in cands if c.get("mode") == "disaggregated"]
+    assert pd and pd[0]["gpus_total"] == brute
+    for c in pd:
+        assert c["ttft_p90_s"] <= TTFT_P90 and c["serves_per_s"] == RATE
+        assert c["decode_instances"] * c["decode"]["tokens_per_s_per_gpu"] * c["decode"][
+            "config"]["gpus"] / OSL >= RATE * (1 - 1e-12)  # fmt: skip

@@ -40,6 +40,7 @@ import numpy as np
 import sympy as sp
 
 from stepwall.apps import launch
+from stepwall.apps.recommend import Sizing, per_gpu_cost, replica_of
 from stepwall.apps.search import (
     Condition,
     Plan,
@@ -148,13 +149,15 @@ def pool_points(
         idx = np.arange(start, stop, dtype=np.int64)[ok]
         cols = v.columns(idx)
         dp = next((cols[k] for k in v.layouts.degrees if k.endswith(".dp")), np.ones(idx.size))
+        rows = np.unravel_index(idx, v.shape)[0]
         parts.append({"gid": idx + offsets[vi], "option": np.full(idx.size, index[v.option.label]),
+                      "variant": np.full(idx.size, vi), "row": rows,
                       "users": np.asarray(cols[v.provides["users"]], dtype=float),
                       "dp": np.asarray(dp, dtype=float),
                       **{m: got[m][ok] for m in names}})  # fmt: skip
         if progress is not None:
             progress(stop - start)
-    keys = ("gid", "option", "users", "dp", *names)
+    keys = ("gid", "option", "variant", "row", "users", "dp", *names)
     if not parts:
         empty = {k: np.zeros(0) for k in keys}
         return Pool(empty["gid"].astype(np.int64), empty["option"].astype(np.int64), empty)
@@ -274,6 +277,69 @@ def pair(dec: Pool, pre: Pool, dsel: np.ndarray, psel: np.ndarray, max_gpus: int
     return best
 
 
+def size(
+    decode: Plan,
+    prefill: Plan,
+    request: Request,
+    sizing: Sizing,
+    progress: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Disaggregated candidates for serving ``sizing.rate`` = R requests/s, cheapest first,
+    one per decode replica layout: for each decode point, y = ⌈R/λ_d⌉ instances (each then
+    carries R/y ≤ λ_d, no more load than its TPOT was checked at) and, for each prefill GPU
+    count, x = the least instances that keep the queue stable at R and meet the TTFT limits
+    (⌈R/(μ·ρ*)⌉, the prefill point with the most μ·ρ*: `fastest`), the pairing of least
+    cost x·N_p·c_p + y·N_d·c_d (c: each side's cost per GPU, `recommend.per_gpu_cost`)."""
+    rate = sizing.rate
+    dec = pool_points(decode, (*DECODE_NEEDS, "kv_transfer_s"), progress)
+    pre = pool_points(prefill, PREFILL_NEEDS, progress)
+    pfront, law = prefill_frontier(pre), ttft_law()
+    best = Pairing.none(len(dec.gid))  # per_gpu holds −cost: larger is better, as for pairing
+    mu_all = pre.got["dp"] * pre.got["users"] / pre.got["step_time_s"]
+    for o in range(len(decode.options)):
+        dsel = np.flatnonzero(dec.option == o)
+        psel = pfront[pre.option[pfront] == request.prefill_of[o]]
+        if len(dsel) == 0 or len(psel) == 0:
+            continue
+        c_d = per_gpu_cost(decode.variants[int(dec.got["variant"][dsel[0]])], sizing.minimize)
+        c_p = per_gpu_cost(prefill.variants[int(pre.got["variant"][psel[0]])], sizing.minimize)
+        kv, cls = np.unique(dec.got["kv_transfer_s"][dsel], return_inverse=True)
+        rho = utilisation_limit(law, pre.got["step_time_s"][psel][:, None],
+                                pre.got["users"][psel][:, None], kv[None, :],
+                                request.ttft)  # fmt: skip
+        for k in range(len(kv)):
+            at = fastest(pre, psel, rho[:, k])
+            if at.size == 0:
+                continue
+            keep, sub = psel[at], dsel[cls.ravel() == k]
+            y = np.ceil(rate * request.osl / dec.got["tokens_per_s"][sub])
+            mur = mu_all[keep] * rho[at, k]
+            x = np.ceil(rate / mur) if request.ttft else np.floor(rate / mu_all[keep]) + 1
+            cost = (x * pre.got["gpus"][keep] * c_p)[:, None] + (y * dec.got["gpus"][sub] * c_d)
+            j = np.argmin(cost, axis=0)  # ties: the earlier prefill point
+            cols = np.arange(len(sub))
+            best.pre[sub], best.prefill[sub], best.decode[sub] = keep[j], x[j], y
+            best.gpus[sub] = x[j] * pre.got["gpus"][keep][j] + y * dec.got["gpus"][sub]
+            best.per_gpu[sub] = -cost[j, cols]
+    placed = np.flatnonzero(np.isfinite(best.per_gpu))
+    order = placed[np.lexsort((dec.gid[placed], -best.per_gpu[placed]))]
+    chosen, seen = [], set()
+    replicas = {vi: replica_of(v) for vi, v in enumerate(decode.variants)}
+    for j in order:  # the cheapest of each decode replica layout, cheapest first
+        vi = int(dec.got["variant"][j])
+        key = (vi, replicas[vi][int(dec.got["row"][j])])
+        if key not in seen:
+            seen.add(key)
+            chosen.append(int(j))
+        if len(chosen) == sizing.keep:
+            break
+    found = _deployments(decode, prefill, dec, pre, best, chosen, request, law, rate)
+    for j, c in zip(chosen, found, strict=True):
+        c.update({"cost": float(-best.per_gpu[j]), "gpus_total": c["gpus"],
+                  "serves_per_s": rate})  # fmt: skip
+    return found
+
+
 @attrs.frozen
 class DisaggResult:
     """The aggregated search's result (None: not searched), the two pools' plans, the whole
@@ -359,9 +425,11 @@ def _deployments(
     js: Sequence[int],
     request: Request,
     law: Any,
+    rate: float | None = None,
 ) -> list[dict[str, Any]]:
     """The disaggregated points for decode indices ``js``: the deployment, its service level
-    and the two pools' configurations and commands (the prefill's at its arrival rate)."""
+    and the two pools' configurations and commands (the prefill's at its arrival rate), at
+    the decode instances' full demand, or at ``rate`` requests/s."""
     if not js:
         return []
     dpts = points(decode, [int(dec.gid[j]) for j in js])
@@ -369,7 +437,7 @@ def _deployments(
     out = []
     for j, d, p in zip(js, dpts, ppts, strict=True):
         i, x, y = int(best.pre[j]), int(best.prefill[j]), int(best.decode[j])
-        load = y * float(dec.got["tokens_per_s"][j]) / request.osl
+        load = rate if rate is not None else y * float(dec.got["tokens_per_s"][j]) / request.osl
         per_replica = load / (x * float(pre.got["dp"][i]))
         t_p, c_p = float(pre.got["step_time_s"][i]), float(pre.got["users"][i])
         t_kv = float(dec.got["kv_transfer_s"][j])
@@ -377,7 +445,7 @@ def _deployments(
         rate = load / x  # at one prefill instance, all its replicas
         extra = ["--set", "workload.arrival=poisson", "--set",
                  f"workload.request_rate={rate:.10g} Hz"]  # fmt: skip
-        per_gpu = float(best.per_gpu[j])
+        per_gpu = load * request.osl / float(best.gpus[j])
         out.append({
             "option": decode.options[int(dec.option[j])].label,
             "mode": "disaggregated",

@@ -201,8 +201,11 @@ def text(rec: Recommendation, isl: int, osl: int) -> str:
         return "\n".join(lines)
     degrees = layout_degrees(plan)
     for rank, c in enumerate(rec.candidates, 1):
-        cfg = c["config"]
         cost = f"{c['cost']:.4g} {label}" if sizing.minimize != "gpus" else ""
+        if c.get("mode") == "disaggregated":
+            lines += _disaggregated(rank, c, cost, degrees)
+            continue
+        cfg = c["config"]
         lines.append(f"  {rank}. {c['option']}: {c['copies']} × ({config_text(cfg, degrees)}) = "
                      f"{c['gpus_total']} GPUs{', ' + cost if cost else ''}; serves "
                      f"{c['serves_per_s']:.4g} requests/s ({c['request_rate_per_s']:.4g} per "
@@ -213,3 +216,20 @@ def text(rec: Recommendation, isl: int, osl: int) -> str:
         lines.append(f"     bound by {c['bound']}")
         lines.append(f"     {c['command']}")
     return "\n".join(lines)
+
+
+def _disaggregated(rank: int, c: Mapping[str, Any], cost: str, degrees: Any) -> list[str]:
+    """A disaggregated candidate (`stepwall.apps.disagg.size`): its instances, its service
+    level at the rate, and the two sides' commands."""
+    pre, dec = c["prefill"]["config"], c["decode"]["config"]
+    return [
+        f"  {rank}. {c['option']}: P/D {c['prefill_instances']} × prefill("
+        f"{config_text(pre, degrees)}) + {c['decode_instances']} × decode("
+        f"{config_text(dec, degrees)}) = {c['gpus_total']} GPUs{', ' + cost if cost else ''}; "
+        f"serves {c['serves_per_s']:.4g} requests/s (prefill at {c['prefill_utilisation']:.0%})",
+        f"     TTFT {_ms(c['ttft_s'])} median, {_ms(c['ttft_p90_s'])} p90 (KV transfer "
+        f"{_ms(c['kv_transfer_s'])}); TPOT {_ms(c['tpot_s'])} or less; "
+        f"{_num(c['tokens_per_s_per_user'])} tokens/s per user or more",
+        f"     prefill: {c['prefill']['command']}",
+        f"     decode:  {c['decode']['command']}",
+    ]

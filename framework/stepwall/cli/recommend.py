@@ -6,23 +6,30 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+import attrs
+
+from stepwall.apps import disagg
 from stepwall.apps import launch as launch_app
 from stepwall.apps import recommend as sizing_app
 from stepwall.apps.search import (
     DEFAULT_BATCH,
     Plan,
+    SearchOptions,
     Spec,
     check_metric,
     metric_table,
     parse_condition,
     parse_counts,
+    parse_only,
     plan_search,
     progress_bar,
+    search_spec,
     sla_conditions,
 )
-from stepwall.cli.search import add_hardware, add_sets
+from stepwall.cli.search import add_disagg, add_hardware, add_sets
 from stepwall.core.errors import SpecError
 from stepwall.core.progress import quiet_argument
 from stepwall.core.terminal import visible, warn
@@ -43,6 +50,11 @@ loop at its concurrency C completing q requests/s. Serving R takes k = ⌈R/q⌉
 GPUs, each copy then carrying R/k ≤ q (no more load than its SLA was checked at). --minimize
 picks the cost: GPUs, USD per hour (the cluster's price per GPU-hour) or MW (board power ×
 PUE); a spec that states no price or power is refused, naming the key.
+
+With --disagg, disaggregated deployments compete too: for each decode configuration, y =
+⌈R/λ⌉ decode instances (λ: the requests/s one completes at its concurrency) and, for each
+prefill GPU count, the least x prefill instances that keep the prefill queue stable at R and
+meet --ttft (Poisson arrivals, its percentiles, plus the KV transfer), at least cost.
 """
 
 EPILOG = """\
@@ -103,6 +115,13 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         metavar="B[,…]|LO..HI:BY",
         help="users per attention rank (default 1,2,3,4,6,…,1536,2048)",
     )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="KEY=N[,…]",
+        help="keep only the layouts whose degree KEY is one of these (repeatable), as search",
+    )
     add_sets(p)
     p.add_argument(
         "--ttft",
@@ -140,6 +159,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         help="also write each candidate's launch command for this engine (the engine its "
         "profile priced, at the profile's release; docs/search.md)",
     )
+    add_disagg(p, sizing=True)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument(
         "--no-cache",
@@ -157,6 +177,8 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
     warn(plan.warnings)
     sizing = sizing_app.Sizing(ns.rate, ns.minimize, ns.keep)
     rec = sizing_app.recommend(plan, sizing, progress=progress_bar(ns.quiet))
+    if ns.disagg:
+        rec = _with_disagg(ns, registry, rec, sizing)
     if not rec.candidates:
         filters = ", ".join(c.text for c in plan.spec.where) or "the model's constraints"
         raise SpecError(
@@ -165,8 +187,7 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
             "no configuration searched passes every constraint and filter",
             "a looser SLA, or more --gpus, --batch or --hardware",
         )
-    found = launch_app.for_points(rec.candidates, ns.emit, registry.kinds) if ns.emit else []
-    launches = [launch_app.json_of(lau) for lau in found]
+    launches = _launches(rec.candidates, ns.emit, registry.kinds) if ns.emit else []
     if ns.json:
         doc = sizing_app.document(rec)
         for c, lau in zip(doc["candidates"], launches, strict=False):
@@ -178,9 +199,50 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
         out.append("")
         for rank, lau in enumerate(launches, 1):
             out += [f"{rank}. " + line if i == 0 else "   " + line
-                    for i, line in enumerate(launch_app.lines_of(lau))]  # fmt: skip
+                    for i, line in enumerate(disagg.launch_lines(lau))]  # fmt: skip
     print(visible("\n".join(out), lines=True))
     return 0
+
+
+def _with_disagg(ns: argparse.Namespace, registry: Registry,
+                 rec: sizing_app.Recommendation,
+                 sizing: sizing_app.Sizing) -> sizing_app.Recommendation:  # fmt: skip
+    """The aggregated candidates and the disaggregated ones (`disagg.size`), cheapest
+    first, the first ``--keep`` of them."""
+    opts = SearchOptions(ns.model, ns.hardware, ns.cluster, gpus=ns.gpus, engine=ns.engine,
+                         isl=ns.isl, osl=ns.osl, decoding=list(ns.decoding), batch=ns.batch,
+                         sets=list(ns.sets), only=list(ns.only), ttft=ns.ttft, tpot=ns.tpot,
+                         where=list(ns.where),
+                         disagg=True, prefill_gpus=ns.prefill_gpus,
+                         prefill_batch=ns.prefill_batch, prefill_hardware=ns.prefill_hardware,
+                         prefill_cluster=ns.prefill_cluster, prefill_only=list(ns.prefill_only),
+                         quiet=ns.quiet, no_cache=ns.no_cache)  # fmt: skip
+    _, decode, prefill, request = disagg.plans(opts, registry, search_spec(opts, registry),
+                                               aggregated=False)  # fmt: skip
+    found = disagg.size(decode, prefill, request, sizing)
+    both = sorted([*rec.candidates, *found], key=lambda c: c["cost"])  # stable: aggregated first
+    return attrs.evolve(rec, candidates=tuple(both[: sizing.keep]),
+                        evaluated=rec.evaluated + decode.total + prefill.total)  # fmt: skip
+
+
+def _launches(candidates: Sequence[Mapping[str, Any]], emit: str, kinds: Any) -> list[Any]:
+    """Each candidate's launch as JSON: both sides' for a disaggregated one."""
+    out = []
+    for c in candidates:
+        if c.get("mode") == "disaggregated":
+            out.append(launch_app.for_deployment(c, emit, kinds))
+        else:
+            out.append(launch_app.json_of(launch_app.for_points([c], emit, kinds)[0]))
+    refusals = [d["refused"] for x in out for d in _sides(x) if "refused" in d]
+    if refusals and not any(all("commands" in d for d in _sides(x)) for x in out):
+        raise SpecError("recommend", "--emit", f"no candidate can be launched with {emit}: "
+                        f"{refusals[0]}", f"--engine with a {emit} profile")  # fmt: skip
+    return out
+
+
+def _sides(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A launch's documents: both sides of a disaggregated one, else itself."""
+    return [doc["prefill"], doc["decode"]] if "instances" in doc else [doc]
 
 
 def _names(text: str | None) -> list[str]:
@@ -214,4 +276,5 @@ def _plan(ns: argparse.Namespace, registry: Registry) -> Plan:
         spec=spec,
         registry=registry,
         cache=not ns.no_cache,
+        only=[parse_only(o) for o in ns.only],
     )

@@ -292,18 +292,20 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
     quiet_argument(p)
 
 
-def add_disagg(p: argparse.ArgumentParser) -> None:
-    """The options of a disaggregated search (``--disagg``)."""
+def add_disagg(p: argparse.ArgumentParser, sizing: bool = False) -> None:
+    """The options of a disaggregated search (``--disagg``); ``sizing``: recommend's (sized
+    for the rate, no --max-gpus)."""
     g = p.add_argument_group(
         "disaggregated prefill/decode (--disagg; docs/search.md)",
-        "prefill and decode pools searched apart and paired into xPyD deployments, on one "
-        "frontier with the aggregated ones",
+        "prefill and decode pools searched apart and paired into xPyD deployments"
+        + ("" if sizing else ", on one frontier with the aggregated ones"),
     )
     g.add_argument(
         "--disagg",
         action="store_true",
-        help="also search disaggregated deployments: x prefill instances feeding y decode "
-        "instances, sized so the prefill queue keeps up and meets --ttft",
+        help="also consider disaggregated deployments: x prefill instances feeding y decode "
+        "instances, sized so the prefill queue keeps up and meets --ttft"
+        + (" at --rate" if sizing else ""),
     )
     g.add_argument(
         "--prefill-gpus",
@@ -336,6 +338,8 @@ def add_disagg(p: argparse.ArgumentParser) -> None:
         metavar="KEY=N[,…]",
         help="keep only these prefill layouts, as --only (repeatable), e.g. parallel.tp=4",
     )
+    if sizing:
+        return
     g.add_argument(
         "--max-gpus",
         type=int,
