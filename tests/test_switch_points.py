@@ -107,3 +107,38 @@ def test_switch_points_print_and_are_refused_with_disagg(capsys) -> None:
     assert "→" in out and "∂ln c*/∂ln p" in out
     argv = [*ARGV, "--disagg"]
     assert "--switch-points" in refusal(capsys, *argv)
+
+
+REPORT = """name = "switches"
+title = "switch points"
+description = "The first switch: {q.s0.tokens_per_s_per_user:.4g} tokens/s per user."
+
+[scenarios]
+anchor = "dsv3-h200-tp8"
+
+[[block]]
+kind = "pareto"
+id = "q"
+model = "deepseek-v3-fp8"
+hardware = ["h200"]
+clusters = ["hgx-h200-ib"]
+gpus = [8]
+engine = "trtllm"
+spread = 0
+switch_points = true
+"""
+
+
+def test_a_report_pareto_block_shows_the_switch_points(tmp_path, answer) -> None:
+    spec = tmp_path / "switches.toml"
+    spec.write_text(REPORT)
+    out = tmp_path / "out"
+    out.mkdir()
+    code, _, err = run(["report", str(spec), "-o", str(out / "r.md")])
+    assert code == 0, err
+    page = (out / "r.md").read_text()
+    assert "**Switch points**" in page
+    first = answer["switch_points"][0]
+    assert f"The first switch: {first['tokens_per_s_per_user']:.4g} tokens/s per user" in page
+    rows = [line for line in page.splitlines() if line.startswith("| h200 | tp")]
+    assert len(rows) == len(answer["switch_points"])

@@ -8,7 +8,9 @@ Placeholders: ``ID.evaluated``, ``ID.feasible``, ``ID.frontier_points``, and per
 for each option's best point (LABEL: the option's label with non-identifier characters as
 ``_``), plus ``ID.tI.LABEL.low`` / ``.high`` with the efficiency spread; per option
 ``ID.LABEL.x_max`` (the frontier's largest x) and what its specs state:
-``ID.LABEL.price_per_gpu_hour`` (USD/h), ``ID.LABEL.board_power`` (W), ``ID.LABEL.pue``."""
+``ID.LABEL.price_per_gpu_hour`` (USD/h), ``ID.LABEL.board_power`` (W), ``ID.LABEL.pue``;
+with ``switch_points``, a table of the frontier's switch points and, per switch ``k``,
+``ID.sK.tokens_per_s_per_user``, ``.tokens_per_s_per_gpu`` and ``.users_per_gpu``."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from stepwall.apps import search
+from stepwall.apps import search, switch
 from stepwall.apps.report.placeholders import fill
 from stepwall.apps.search import frontier_table
 from stepwall.core.errors import SpecError
@@ -65,6 +67,11 @@ class ParetoOptions:
     targets: tuple[str, ...] = option('targets, e.g. "tokens_per_s_per_user>=50"', default=())
     where: tuple[str, ...] = option('filters every point passes, e.g. "ttft_s<=2s"', default=())
     spread: float = option("efficiency spread for the ranking's robustness (0: none)", default=0.1)
+    switch_points: bool = option(
+        "also derive where the best layout along each frontier changes (search's "
+        "--switch-points: the crossing of the two layouts' curves, with its sensitivities)",
+        default=False,
+    )
     title: str = option("the chart's title (placeholders allowed)", default="")
     caption: str = option("shown under the chart (placeholders allowed)", default="")
 
@@ -139,7 +146,11 @@ def compute(report: Report, o: ParetoOptions, at: str) -> Any:
             spec=spec,
             registry=report.registry,
         )
-        return search.run_search(plan, spread=o.spread)
+        result = search.run_search(plan, spread=o.spread)
+        if o.switch_points:
+            found = switch.switch_points(result, report.registry)
+            result = attrs.evolve(result, switches=tuple(found))
+        return result
     except SpecError as e:
         if e.where == report.where:  # already names the report and the block's key
             raise
@@ -182,7 +193,31 @@ def render(report: Report, o: ParetoOptions, at: str) -> list[str]:
         f"Frontier points ({len(result.frontier)} of {result.evaluated:,} "
         f"configurations, {result.feasible:,} feasible): [{o.id}.csv]({o.id}.csv)",
     ]
-    return lines + tables
+    return lines + tables + _switches(report, o, result)
+
+
+def _switches(report: Report, o: ParetoOptions, result: Any) -> list[str]:
+    """The frontier's switch points as a table (and ``ID.sK.METRIC`` placeholders); nothing
+    unless asked for."""
+    if result.switches is None:
+        return []
+    degrees = search.layout_degrees(result.plan)
+    lines = ["", "**Switch points** (where the best layout along the frontier changes):", "",
+             "| option | from | to | tokens/s per user | tokens/s per GPU | users per GPU | "
+             "found by |", "|:---|:---|:---|---:|---:|---:|:---|"]  # fmt: skip
+    for k, sp_ in enumerate(result.switches):
+        for m in ("tokens_per_s_per_user", "tokens_per_s_per_gpu", "users_per_gpu"):
+            v = sp_[m]
+            report.ns.scalars[f"{o.id}.s{k}.{m}"] = float("nan") if v is None else float(v)
+        how = sp_["method"] if sp_["users_per_gpu"] is not None else "no crossing"
+        lines.append(f"| {sp_['option']} | {search.config_text(sp_['from'], degrees)} | "
+                     f"{search.config_text(sp_['to'], degrees)} | "
+                     f"{_cell(sp_['tokens_per_s_per_user'])} | "
+                     f"{_cell(sp_['tokens_per_s_per_gpu'])} | {_cell(sp_['users_per_gpu'])} | "
+                     f"{how} |")  # fmt: skip
+    if not result.switches:
+        lines.append("| | one layout holds each frontier | | | | | |")
+    return lines
 
 
 def _target(report: Report, o: ParetoOptions, i: int, t: dict[str, Any]) -> list[str]:
