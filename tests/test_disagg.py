@@ -398,3 +398,17 @@ def test_recommend_disagg_is_the_brute_force_cheapest(pools) -> None:
         assert c["ttft_p90_s"] <= TTFT_P90 and c["serves_per_s"] == RATE
         assert c["decode_instances"] * c["decode"]["tokens_per_s_per_gpu"] * c["decode"][
             "config"]["gpus"] / OSL >= RATE * (1 - 1e-12)  # fmt: skip
+
+
+def test_prefill_pools_may_run_another_engine(capsys) -> None:
+    argv = [*SMALL, "--engine", "trtllm", "--prefill-engine", "sglang", "--json"]
+    code, out, err = run(argv)
+    assert code == 0, err
+    shown = [p for p in json.loads(out)["frontier"] if p["mode"] == "disaggregated"]
+    assert shown
+    for p in shown:
+        assert "engine=sglang" in p["prefill"]["command"] and p["prefill"]["config"][
+            "engine"] == "sglang"  # fmt: skip
+        assert "engine=trtllm" in p["decode"]["command"]
+    bad = [*SMALL, "--engine", "trtllm,vllm", "--prefill-engine", "sglang,vllm,trtllm"]
+    assert "--prefill-engine" in refusal(capsys, *bad)

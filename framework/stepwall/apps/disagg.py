@@ -596,9 +596,11 @@ def plans(
         raise SpecError("search --disagg", "--prefill-cluster", "missing",
                         "the prefill hardware's cluster, e.g. hgx-h100-ib")  # fmt: skip
     gpus = ns.prefill_gpus if ns.prefill_gpus is not None else ns.gpus
+    engines = names(ns.prefill_engine) or names(ns.engine)
     prefill = plan_of(
         ns, registry, attrs.evolve(spec, targets=(), where=()), workload="prefill",
-        hardware=hardware, clusters=clusters, decoding=["autoregressive"], vary=[],
+        hardware=hardware, clusters=clusters, engines=engines, decoding=["autoregressive"],
+        vary=[],
         sets=[s for s in ns.sets if not s.strip().startswith("decoding.")],
         gpus=parse_counts(gpus, "--prefill-gpus") if gpus is not None else (),
         batch=(parse_counts(ns.prefill_batch, "--prefill-batch") if ns.prefill_batch is not None
@@ -610,18 +612,25 @@ def plans(
 
 
 def _prefill_of(decode: Plan, prefill: Plan) -> tuple[int, ...]:
-    """Each decode option's prefill option: the same engine, on the prefill hardware in the
-    same place of its list (or the only one). Options run hardware-major (`_options`)."""
-    engines = max(1, len(decode.engines))
-    hardware, prefill_hardware = len(decode.options) // engines, len(prefill.options) // engines
+    """Each decode option's prefill option: on the prefill hardware in the same place of its
+    list (or the only one), with the engine in the same place of the prefill engines (or the
+    only one). Options run hardware-major, then engine (`search._options`)."""
+    engines, prefill_engines = max(1, len(decode.engines)), max(1, len(prefill.engines))
+    hardware = len(decode.options) // engines
+    prefill_hardware = len(prefill.options) // prefill_engines
     if prefill_hardware not in (1, hardware):
         raise SpecError("search --disagg", "--prefill-hardware", f"{prefill_hardware} for "
                         f"{hardware} --hardware", "one, or one per --hardware in the same "
                         "order")  # fmt: skip
+    if prefill_engines not in (1, engines):
+        raise SpecError("search --disagg", "--prefill-engine", f"{prefill_engines} for "
+                        f"{engines} --engine", "one, or one per --engine in the same "
+                        "order")  # fmt: skip
     out = []
     for i in range(len(decode.options)):
         h, e = divmod(i, engines)
-        out.append((h if prefill_hardware > 1 else 0) * engines + e)
+        out.append((h if prefill_hardware > 1 else 0) * prefill_engines
+                   + (e if prefill_engines > 1 else 0))  # fmt: skip
     return tuple(out)
 
 

@@ -1762,6 +1762,7 @@ class SearchOptions:
     prefill_gpus: str | None = None
     prefill_batch: str | None = None
     prefill_hardware: str | None = None
+    prefill_engine: str | None = None
     prefill_cluster: str | None = None
     prefill_only: list[str] = attrs.Factory(list)
     max_gpus: int | None = None

@@ -215,6 +215,7 @@ def _with_disagg(ns: argparse.Namespace, registry: Registry,
                          where=list(ns.where),
                          disagg=True, prefill_gpus=ns.prefill_gpus,
                          prefill_batch=ns.prefill_batch, prefill_hardware=ns.prefill_hardware,
+                         prefill_engine=ns.prefill_engine,
                          prefill_cluster=ns.prefill_cluster, prefill_only=list(ns.prefill_only),
                          quiet=ns.quiet, no_cache=ns.no_cache)  # fmt: skip
     _, decode, prefill, request = disagg.plans(opts, registry, search_spec(opts, registry),

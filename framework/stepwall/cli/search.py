@@ -15,7 +15,7 @@ from stepwall.core.errors import SpecError
 from stepwall.core.progress import quiet_argument
 
 # what only a disaggregated search reads (SearchOptions' fields)
-PREFILL_FLAGS = frozenset(("prefill_gpus", "prefill_batch", "prefill_hardware",
+PREFILL_FLAGS = frozenset(("prefill_gpus", "prefill_batch", "prefill_hardware", "prefill_engine",
                            "prefill_cluster", "prefill_only", "max_gpus"))  # fmt: skip
 
 if TYPE_CHECKING:
@@ -324,6 +324,12 @@ def add_disagg(p: argparse.ArgumentParser, sizing: bool = False) -> None:
         default=None,
         metavar="H[,…]",
         help="the prefill pools' GPUs, one or one per --hardware (default: the same)",
+    )
+    g.add_argument(
+        "--prefill-engine",
+        default=None,
+        metavar="E[,…]",
+        help="the prefill pools' engine profile, one or one per --engine (default: --engine)",
     )
     g.add_argument(
         "--prefill-cluster",
