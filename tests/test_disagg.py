@@ -412,3 +412,8 @@ def test_prefill_pools_may_run_another_engine(capsys) -> None:
         assert "engine=trtllm" in p["decode"]["command"]
     bad = [*SMALL, "--engine", "trtllm,vllm", "--prefill-engine", "sglang,vllm,trtllm"]
     assert "--prefill-engine" in refusal(capsys, *bad)
+
+
+def test_a_disaggregated_search_needs_the_decode_sizes(capsys) -> None:
+    argv = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--disagg"]
+    assert "--gpus" in refusal(capsys, *argv)

@@ -356,14 +356,20 @@ class DisaggResult:
     evaluated: Mapping[str, int]
 
 
-def deployment_gpus(plan: Plan, request: Request, option: int) -> int:
+def deployment_gpus(decode: Plan, prefill: Plan, request: Request, option: int) -> int:
     """The GPU bound of a deployment on ``option``: ``--max-gpus``, else the decode option's
-    cluster (its nodes × GPUs per node as the spec states them)."""
+    cluster (its nodes × GPUs per node as the spec states them), or a decode and a prefill
+    instance of the largest sizes searched where that is more."""
     if request.max_gpus is not None:
         return request.max_gpus
-    v = next(v for v in plan.variants if v.option == plan.options[option])
+    v = next(v for v in decode.variants if v.option == decode.options[option])
     nodes, per_node = (v.values[v.provides[r]] for r in ("nodes", "gpus_per_node"))
-    return int(nodes * per_node)
+    sides = ((decode, decode.options[option]),
+             (prefill, prefill.options[request.prefill_of[option]]))  # fmt: skip
+    largest = [max((int(np.max(w.layouts.gpus)) for w in plan.variants
+                    if w.option == opt and len(w.layouts.gpus)), default=0)
+               for plan, opt in sides]  # fmt: skip
+    return max(int(nodes * per_node), sum(largest))
 
 
 def combine(
@@ -394,7 +400,7 @@ def combine(
         rho = utilisation_limit(law, pre.got["step_time_s"][psel][:, None],
                                 pre.got["users"][psel][:, None], kv[None, :],
                                 request.ttft)  # fmt: skip
-        bound = deployment_gpus(decode, request, o)
+        bound = deployment_gpus(decode, prefill, request, o)
         for k in range(len(kv)):
             keep = fastest(pre, psel, rho[:, k])
             sub = dsel[cls.ravel() == k]
@@ -581,6 +587,10 @@ def plans(
     ``--disagg`` request, and what their combination needs (`Request`)."""
     ttft, limits = _limits(spec)
     check_request(spec, ttft, ns.max_gpus)
+    if ns.gpus is None:
+        raise SpecError("search --disagg", "--gpus", "missing", "the decode instances' GPU "
+                        "counts, e.g. 8,16 (--prefill-gpus: the prefill ones; default the "
+                        "same)")  # fmt: skip
     rest = attrs.evolve(spec, where=tuple(c for c in spec.where if c not in ttft))
     bad = [v for v in ns.vary if not v.strip().startswith("decoding.")]
     if bad:
@@ -687,7 +697,7 @@ def document(result: DisaggResult) -> dict[str, Any]:
         "objective": spec.objective,
         "filters": [c.text for c in result.spec.where],
         "max_gpus": {
-            o.label: deployment_gpus(result.decode, req, i)
+            o.label: deployment_gpus(result.decode, result.prefill, req, i)
             for i, o in enumerate(result.decode.options)
         },
         "evaluated": dict(result.evaluated),

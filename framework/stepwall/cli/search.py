@@ -311,7 +311,7 @@ def add_disagg(p: argparse.ArgumentParser, sizing: bool = False) -> None:
         "--prefill-gpus",
         default=None,
         metavar="N[,…]|LO..HI:STEP",
-        help="GPUs per prefill instance (default: --gpus)",
+        help="GPUs per prefill instance (default: --gpus, which --disagg needs)",
     )
     g.add_argument(
         "--prefill-batch",
@@ -352,7 +352,7 @@ def add_disagg(p: argparse.ArgumentParser, sizing: bool = False) -> None:
         default=None,
         metavar="N",
         help="GPUs one deployment may use, prefill and decode together (default: the "
-        "cluster's GPUs)",
+        "cluster's GPUs, or the largest decode and prefill instances together if more)",
     )
 
 
