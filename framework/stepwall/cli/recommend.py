@@ -233,7 +233,7 @@ def _launches(candidates: Sequence[Mapping[str, Any]], emit: str, kinds: Any) ->
         if c.get("mode") == "disaggregated":
             out.append(launch_app.for_deployment(c, emit, kinds))
         else:
-            out.append(launch_app.json_of(launch_app.for_points([c], emit, kinds)[0]))
+            out.append(launch_app.json_of(launch_app.for_points([c], emit, kinds, strict=False)[0]))
     refusals = [d["refused"] for x in out for d in _sides(x) if "refused" in d]
     if refusals and not any(all("commands" in d for d in _sides(x)) for x in out):
         raise SpecError("recommend", "--emit", f"no candidate can be launched with {emit}: "
