@@ -19,7 +19,7 @@ import pytest
 from stepwall.apps import validate
 from stepwall.cli import main
 from stepwall.core.errors import SpecError
-from stepwall.testing import refusal
+from stepwall.testing import refusal, with_flags
 
 MODEL, HW, CLUSTER = "deepseek-r1-fp4", "gb200", "gb200-nvl72"
 ISL, OSL, MAX_GPUS, TTFT_P90 = 1024, 1024, 24, 1.0
@@ -224,13 +224,7 @@ def test_a_percentile_ttft_filters_the_aggregated_search() -> None:
 def test_bad_requests_are_one_line_errors(
     extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = list(SMALL)
-    for flag, value in zip(extra[::2], extra[1::2], strict=True):
-        if flag in argv:
-            argv[argv.index(flag) + 1] = value
-        else:
-            argv += [flag, value]
-    assert says in refusal(capsys, *argv)
+    assert says in refusal(capsys, *with_flags(SMALL, extra))
 
 
 def test_a_prefill_flag_without_disagg_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

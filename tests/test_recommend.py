@@ -18,7 +18,7 @@ import pytest
 from stepwall.cli import main
 from stepwall.core.catalog import catalog_root
 from stepwall.core.units import parse_quantity
-from stepwall.testing import refusal
+from stepwall.testing import refusal, with_flags
 
 MODEL, HW, CLUSTER, ENGINE = "deepseek-v3-fp8", "h200", "hgx-h200-ib", "trtllm"
 BATCH = (1, 8, 64)
@@ -132,10 +132,4 @@ def test_costs_by_hand_from_the_spec_files() -> None:
 def test_bad_requests_are_one_line_errors(
     extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = list(SMALL)
-    for flag, value in zip(extra[::2], extra[1::2], strict=True):
-        if flag in argv:
-            argv[argv.index(flag) + 1] = value
-        else:
-            argv += [flag, value]
-    assert says in refusal(capsys, *argv)
+    assert says in refusal(capsys, *with_flags(SMALL, extra))

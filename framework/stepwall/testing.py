@@ -166,6 +166,18 @@ def stepwall_plugin() -> PluginKit:
     return PluginKit()
 
 
+def with_flags(argv: Iterable[str], extra: Iterable[str]) -> list[str]:
+    """``argv`` with each ``FLAG VALUE`` pair of ``extra`` replacing the flag's value where
+    ``argv`` gives it, else appended: one bad option swapped into a working command line."""
+    out, pairs = list(argv), list(extra)
+    for flag, value in zip(pairs[::2], pairs[1::2], strict=True):
+        if flag in out:
+            out[out.index(flag) + 1] = value
+        else:
+            out += [flag, value]
+    return out
+
+
 def refusal(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """``stepwall ARGV`` refused as bad input: exit code 2 and one line on stderr, no
     traceback; returns that line for the test to read."""

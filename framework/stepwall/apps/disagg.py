@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -244,6 +244,28 @@ class Pairing:
         )  # fmt: skip (arrays of their own: filled in place)
 
 
+def matches(
+    dec: Pool, pre: Pool, request: Request, law: Any
+) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per decode option and KV transfer time (ρ* depends on a decode point only through it:
+    a few values), (option, its decode points, the prefill points worth pairing with them:
+    `fastest` of `prefill_frontier`, one per GPU count, and their ρ*)."""
+    pfront = prefill_frontier(pre)
+    for o in range(len(request.prefill_of)):
+        dsel = np.flatnonzero(dec.option == o)
+        psel = pfront[pre.option[pfront] == request.prefill_of[o]]
+        if len(dsel) == 0 or len(psel) == 0:
+            continue
+        kv, cls = np.unique(dec.got["kv_transfer_s"][dsel], return_inverse=True)
+        rho = utilisation_limit(law, pre.got["step_time_s"][psel][:, None],
+                                pre.got["users"][psel][:, None], kv[None, :],
+                                request.ttft)  # fmt: skip
+        for k in range(len(kv)):
+            at = fastest(pre, psel, rho[:, k])
+            if at.size:
+                yield o, dsel[cls.ravel() == k], psel[at], rho[at, k]
+
+
 def pair(dec: Pool, pre: Pool, dsel: np.ndarray, psel: np.ndarray, max_gpus: int,
          osl: int, rho_star: np.ndarray) -> Pairing:  # fmt: skip
     """For decode points ``dsel`` and prefill points ``psel`` (one option pair; ``rho_star``
@@ -293,34 +315,20 @@ def size(
     rate = sizing.rate
     dec = pool_points(decode, (*DECODE_NEEDS, "kv_transfer_s"), progress)
     pre = pool_points(prefill, PREFILL_NEEDS, progress)
-    pfront, law = prefill_frontier(pre), ttft_law()
     best = Pairing.none(len(dec.gid))  # per_gpu holds −cost: larger is better, as for pairing
     mu_all = pre.got["dp"] * pre.got["users"] / pre.got["step_time_s"]
-    for o in range(len(decode.options)):
-        dsel = np.flatnonzero(dec.option == o)
-        psel = pfront[pre.option[pfront] == request.prefill_of[o]]
-        if len(dsel) == 0 or len(psel) == 0:
-            continue
-        c_d = per_gpu_cost(decode.variants[int(dec.got["variant"][dsel[0]])], sizing.minimize)
-        c_p = per_gpu_cost(prefill.variants[int(pre.got["variant"][psel[0]])], sizing.minimize)
-        kv, cls = np.unique(dec.got["kv_transfer_s"][dsel], return_inverse=True)
-        rho = utilisation_limit(law, pre.got["step_time_s"][psel][:, None],
-                                pre.got["users"][psel][:, None], kv[None, :],
-                                request.ttft)  # fmt: skip
-        for k in range(len(kv)):
-            at = fastest(pre, psel, rho[:, k])
-            if at.size == 0:
-                continue
-            keep, sub = psel[at], dsel[cls.ravel() == k]
-            y = np.ceil(rate * request.osl / dec.got["tokens_per_s"][sub])
-            mur = mu_all[keep] * rho[at, k]
-            x = np.ceil(rate / mur) if request.ttft else np.floor(rate / mu_all[keep]) + 1
-            cost = (x * pre.got["gpus"][keep] * c_p)[:, None] + (y * dec.got["gpus"][sub] * c_d)
-            j = np.argmin(cost, axis=0)  # ties: the earlier prefill point
-            cols = np.arange(len(sub))
-            best.pre[sub], best.prefill[sub], best.decode[sub] = keep[j], x[j], y
-            best.gpus[sub] = x[j] * pre.got["gpus"][keep][j] + y * dec.got["gpus"][sub]
-            best.per_gpu[sub] = -cost[j, cols]
+    law = ttft_law()
+    for _, sub, keep, rho in matches(dec, pre, request, law):
+        c_d = per_gpu_cost(decode.variants[int(dec.got["variant"][sub[0]])], sizing.minimize)
+        c_p = per_gpu_cost(prefill.variants[int(pre.got["variant"][keep[0]])], sizing.minimize)
+        y = np.ceil(rate * request.osl / dec.got["tokens_per_s"][sub])
+        x = np.ceil(rate / (mu_all[keep] * rho)) if request.ttft else np.floor(
+            rate / mu_all[keep]) + 1  # fmt: skip
+        cost = (x * pre.got["gpus"][keep] * c_p)[:, None] + (y * dec.got["gpus"][sub] * c_d)
+        j = np.argmin(cost, axis=0)  # ties: the earlier prefill point
+        best.pre[sub], best.prefill[sub], best.decode[sub] = keep[j], x[j], y
+        best.gpus[sub] = x[j] * pre.got["gpus"][keep][j] + y * dec.got["gpus"][sub]
+        best.per_gpu[sub] = -cost[j, np.arange(len(sub))]
     placed = np.flatnonzero(np.isfinite(best.per_gpu))
     order = placed[np.lexsort((dec.gid[placed], -best.per_gpu[placed]))]
     chosen, seen = [], set()
@@ -387,26 +395,13 @@ def combine(
     needs = (*DECODE_NEEDS, spec.x, *target_metrics, "kv_transfer_s")
     dec = pool_points(decode, tuple(dict.fromkeys(needs)), progress)
     pre = pool_points(prefill, PREFILL_NEEDS, progress)
-    pfront = prefill_frontier(pre)
     law = ttft_law()
     best = Pairing.none(len(dec.gid))
-    for o in range(len(decode.options)):
-        dsel = np.flatnonzero(dec.option == o)
-        psel = pfront[pre.option[pfront] == request.prefill_of[o]]
-        if len(dsel) == 0 or len(psel) == 0:
-            continue
-        # ρ* depends on the decode point only through its KV transfer time: a few values
-        kv, cls = np.unique(dec.got["kv_transfer_s"][dsel], return_inverse=True)
-        rho = utilisation_limit(law, pre.got["step_time_s"][psel][:, None],
-                                pre.got["users"][psel][:, None], kv[None, :],
-                                request.ttft)  # fmt: skip
+    for o, sub, keep, rho in matches(dec, pre, request, law):
         bound = deployment_gpus(decode, prefill, request, o)
-        for k in range(len(kv)):
-            keep = fastest(pre, psel, rho[:, k])
-            sub = dsel[cls.ravel() == k]
-            got = pair(dec, pre, sub, psel[keep], bound, request.osl, rho[keep, k][:, None])
-            for f in attrs.fields(Pairing):
-                getattr(best, f.name)[sub] = getattr(got, f.name)
+        got = pair(dec, pre, sub, keep, bound, request.osl, rho[:, None])
+        for f in attrs.fields(Pairing):
+            getattr(best, f.name)[sub] = getattr(got, f.name)
     placed = np.isfinite(best.per_gpu)
     frontier = _frontier(aggregated, decode, prefill, dec, pre, best, placed, request, law)
     targets = _targets(aggregated, decode, prefill, dec, pre, best, placed, request, law)
