@@ -411,3 +411,27 @@ def test_prefill_pools_may_run_another_engine(capsys) -> None:
 def test_a_disaggregated_search_needs_the_decode_sizes(capsys) -> None:
     argv = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--disagg"]
     assert "--gpus" in refusal(capsys, *argv)
+
+
+def test_a_disagg_rows_band_is_the_search_at_its_ranges_ends(tmp_path) -> None:
+    """A disagg row's band: the disaggregated search with its stated range at the low end,
+    then at the high end (no calibration intervals here), the nominal between them."""
+    (tmp_path / "pd.toml").write_text(SCENARIO)
+    space = [*ROW_SPACE, "--decoding", "mtp"]
+    sets = ["decoding.acceptance=0.6..0.9 (0.8)", "decoding.drafts=1", "decoding.draft_layers=1"]
+    table = _table(tmp_path, search=space, extra=f"set = {json.dumps(sets)}")
+    table.write_text(table.read_text().replace("dsr1-fp4-gb200-dep8-decode", "pd.toml"))
+    (row,) = validate.load_rows([table])
+    (r,) = validate.predict([row], intervals={})
+    ends = []
+    for acceptance in (0.6, 0.9):
+        fixed = [f"decoding.acceptance={acceptance}", *sets[1:]]
+        code, out, err = run(["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, *space,
+                              "--disagg", *(a for s in fixed for a in ("--set", s)),
+                              "--y", "total_tokens_per_s_per_gpu",
+                              "--objective", "total_tokens_per_s_per_gpu",
+                              "--at", "tokens_per_s_per_user>=20", "--json", "-q"])  # fmt: skip
+        assert code == 0, err
+        ends.append(json.loads(out)["targets"][0]["options"][0]["value"])
+    assert r.band == pytest.approx((ends[0], ends[1]), rel=1e-9)
+    assert ends[0] < r.predicted < ends[1]

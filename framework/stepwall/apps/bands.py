@@ -219,7 +219,17 @@ def frontier_ends(
     gid = next((o["point"]["id"] for e in result.best for o in e["options"] if o["point"]), None)
     if gid is None or not any(boxes):
         return None
-    low_first = _directions(plan, int(gid), boxes)
+    low, high = end_plans(plan, int(gid), boxes)
+    return describe(low, evaluate(low)), describe(high, evaluate(high))
+
+
+def end_plans(
+    plan: Plan, gid: int, boxes: Sequence[Mapping[str, tuple[float, float]]]
+) -> tuple[Plan, Plan]:
+    """``plan`` with every ranged input of ``boxes`` (one per variant) at its pessimistic
+    end, then at its optimistic end, as each moves the objective at the point ``gid``
+    (`_directions`)."""
+    low_first = _directions(plan, gid, boxes)
     ends = []
     for pessimistic in (True, False):
         variants = []
@@ -229,14 +239,14 @@ def frontier_ends(
                 if path in low_first:
                     values[path] = lo if low_first[path] == pessimistic else hi
             variants.append(attrs.evolve(v, values=values))
-        other = attrs.evolve(plan, variants=tuple(variants))
-        ends.append(describe(other, evaluate(other)))
+        ends.append(attrs.evolve(plan, variants=tuple(variants)))
     return ends[0], ends[1]
 
 
 __all__ = [
     "Interval",
     "calibration_intervals",
+    "end_plans",
     "flat_keys",
     "frontier_ends",
     "point_band",

@@ -464,9 +464,10 @@ def _deployments(
             "prefill_gpus": x * p["config"]["gpus"],
             "decode_gpus": y * d["config"]["gpus"],
             "prefill_utilisation": per_replica * t_p / c_p,
-            "prefill": {"config": p["config"], "command": p["command"] + " " + shlex.join(extra),
+            "prefill": {"id": p["id"], "config": p["config"],
+                        "command": p["command"] + " " + shlex.join(extra),
                         "step_time_s": t_p, "request_rate_per_s": rate},
-            "decode": {"config": d["config"], "command": d["command"],
+            "decode": {"id": d["id"], "config": d["config"], "command": d["command"],
                        "tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"]},
         })  # fmt: skip
     return out

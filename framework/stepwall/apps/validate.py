@@ -460,7 +460,8 @@ def predict(
     found = bands.calibration_intervals() if intervals is None else intervals
     searched = predict_frontier([r for r in rows if r.spec.row_class == "frontier"], registry,
                                 found)  # fmt: skip
-    searched.update(predict_disagg([r for r in rows if r.spec.row_class == "disagg"], registry))
+    searched.update(predict_disagg([r for r in rows if r.spec.row_class == "disagg"], registry,
+                                   found))  # fmt: skip
     out: list[Result] = []
     for row in rows:
         out.append(searched[row.where] if row.space is not None else
@@ -610,10 +611,12 @@ def disagg_options(members: Sequence[Row]) -> SearchOptions:
     )  # fmt: skip
 
 
-def predict_disagg(rows: Sequence[Row], registry: Registry) -> dict[str, Result]:
+def predict_disagg(
+    rows: Sequence[Row], registry: Registry, intervals: bands.Intervals
+) -> dict[str, Result]:
     """Disagg rows' predictions by `Row.where`: one disaggregated search (its pools alone,
     no aggregated space) per group of rows (`_groups`), each row the best deployment at its
-    target, with its prefill and decode GPUs."""
+    target, with its prefill and decode GPUs and its band (`_disagg_ends`)."""
     out: dict[str, Result] = {}
     for members in _groups(rows):
         head = members[0]
@@ -624,17 +627,49 @@ def predict_disagg(rows: Sequence[Row], registry: Registry) -> dict[str, Result]
         except SpecError as e:
             raise _row_error(head, e) from None
         result = disagg.combine(None, decode, prefill, request, spec=spec)
+        ends = _disagg_ends(result, intervals, registry)
         degrees = tuple(dict.fromkeys((*layout_degrees(decode), *layout_degrees(prefill))))
         for r in members:
-            p = result.best[ns.at.index(r.spec.at)]["options"][0]["point"]
+            t = ns.at.index(r.spec.at)
+            p = result.best[t]["options"][0]["point"]
             if p is None:
                 out[r.where] = Result(r, math.nan, f"no deployment of the space meets {r.spec.at}")
                 continue
             chosen = (f"{p['prefill_gpus']}:{p['decode_gpus']} GPUs, "
                       f"{disagg.deployment_text(p, degrees)}")  # fmt: skip
             split = (int(p["prefill_gpus"]), int(p["decode_gpus"]))
-            out[r.where] = Result(r, float(p[r.spec.metric]), "", chosen=chosen, split=split)
+            metric = r.spec.metric
+            band = None
+            if ends is not None:
+                vals = [e.best[t]["options"][0]["point"] for e in ends]
+                got = [0.0 if v is None else float(v[metric]) for v in vals]
+                band = (min(got), max(got))
+            out[r.where] = Result(r, float(p[metric]), "", band=band, chosen=chosen, split=split)
     return out
+
+
+def _disagg_ends(
+    result: disagg.DisaggResult, intervals: bands.Intervals, registry: Registry
+) -> tuple[disagg.DisaggResult, disagg.DisaggResult] | None:
+    """The disaggregated search again with both pools at the pessimistic end of every ranged
+    input, then at the optimistic end (each pool's directions at the first target's nominal
+    best deployment's point in it); None where neither pool has a ranged input or no target
+    has a deployment."""
+    best = next((o["point"] for e in result.best for o in e["options"] if o["point"]), None)
+    if best is None:
+        return None
+    pools = []
+    for plan, side in ((result.decode, "decode"), (result.prefill, "prefill")):
+        boxes = bands.variant_ranges(plan, intervals, registry)
+        if not any(boxes):
+            pools.append((plan, plan))
+            continue
+        pools.append(bands.end_plans(plan, int(best[side]["id"]), boxes))
+    if all(low is high for low, high in pools):
+        return None
+    (d_low, d_high), (p_low, p_high) = pools
+    return (disagg.combine(None, d_low, p_low, result.request, spec=result.spec),
+            disagg.combine(None, d_high, p_high, result.request, spec=result.spec))  # fmt: skip
 
 
 def _best(result: SearchResult, t: int, metric: str) -> float | None:
