@@ -641,9 +641,7 @@ def predict_disagg(
             metric = r.spec.metric
             band = None
             if ends is not None:
-                vals = [e.best[t]["options"][0]["point"] for e in ends]
-                got = [0.0 if v is None else float(v[metric]) for v in vals]
-                band = (min(got), max(got))
+                band = _band([_best(e, t, metric) for e in ends], metric in spec.minimize)
             out[r.where] = Result(r, float(p[metric]), "", band=band, chosen=chosen, split=split)
     return out
 
@@ -672,7 +670,7 @@ def _disagg_ends(
             disagg.combine(None, d_high, p_high, result.request, spec=result.spec))  # fmt: skip
 
 
-def _best(result: SearchResult, t: int, metric: str) -> float | None:
+def _best(result: SearchResult | disagg.DisaggResult, t: int, metric: str) -> float | None:
     """The best ``metric`` at the ``t``-th target (None: no configuration meets it)."""
     p = result.best[t]["options"][0]["point"]
     return None if p is None or p[metric] is None else float(p[metric])
@@ -693,11 +691,15 @@ def _frontier_result(row: Row, run: FrontierRun) -> Result:
     chosen = f"{gpus} {config_text(c, layout_degrees(plan))}; {entry['binding']}"
     band = None
     if run.ends is not None:
-        unreached = math.inf if metric in plan.spec.minimize else 0.0
-        ends = [_best(e, t, metric) for e in run.ends]
-        vals = [unreached if v is None else v for v in ends]
-        band = (min(vals), max(vals))
+        band = _band([_best(e, t, metric) for e in run.ends], metric in plan.spec.minimize)
     return Result(row, best, "", None, None, band, chosen, run)
+
+
+def _band(ends: Sequence[float | None], minimize: bool) -> tuple[float, float]:
+    """[low, high] of a searched best at the two ends of its ranged inputs; an end where the
+    target is out of reach counts as 0, or infinite for a metric to minimise."""
+    vals = [(math.inf if minimize else 0.0) if v is None else v for v in ends]
+    return min(vals), max(vals)
 
 
 def largest_feasible(model: Any, key: str, limit: int = 1 << 22) -> int:
