@@ -176,12 +176,15 @@ def mla_params(
 
 @law((DIMENSIONLESS, DIMENSIONLESS))
 def gqa_params(
-    hidden: sp.Expr, n_heads: sp.Expr, n_kv_heads: sp.Expr, head_dim: sp.Expr, tp: sp.Expr
-) -> tuple[sp.Expr, sp.Expr]:
+    hidden: sp.Expr, n_heads: sp.Expr, n_kv_heads: sp.Expr, head_dim: sp.Expr, tp: sp.Expr,
+    kv_tensors: int = 2,
+) -> tuple[sp.Expr, sp.Expr]:  # fmt: skip
     """GQA weights per layer on one TP rank, as (replicated, split) parameter counts: q and o
-    (2·h·H·d_h) split by heads, k and v (2·h·H_kv·d_h) split by KV heads."""
+    (2·h·H·d_h) split by heads, k and v (2·h·H_kv·d_h) split by KV heads; with
+    ``kv_tensors`` = 1 the keys serve as values and there is no v projection (Gemma 4's
+    attention_k_eq_v, transformers' Gemma4TextAttention)."""
     q_o = 2 * hidden * n_heads * head_dim * shard(n_heads, tp)
-    k_v = 2 * hidden * n_kv_heads * head_dim * shard(n_kv_heads, tp)
+    k_v = kv_tensors * hidden * n_kv_heads * head_dim * shard(n_kv_heads, tp)
     return sp.Integer(0), q_o + k_v
 
 
@@ -253,10 +256,12 @@ def mla_kv_bytes(kv_lora_rank: sp.Expr, qk_rope_head_dim: sp.Expr, bits: sp.Expr
 
 
 @law(INFORMATION, bits=INFORMATION)
-def gqa_kv_bytes(n_kv_heads: sp.Expr, head_dim: sp.Expr, tp: sp.Expr, bits: sp.Expr) -> sp.Expr:
+def gqa_kv_bytes(
+    n_kv_heads: sp.Expr, head_dim: sp.Expr, tp: sp.Expr, bits: sp.Expr, kv_tensors: int = 2
+) -> sp.Expr:
     """GQA KV cache per token per layer on one TP rank: 2·H_kv·d_h elements split by KV
-    heads."""
-    return 2 * n_kv_heads * head_dim * shard(n_kv_heads, tp) * bits
+    heads, or H_kv·d_h where the keys serve as values (``kv_tensors`` = 1, `gqa_params`)."""
+    return kv_tensors * n_kv_heads * head_dim * shard(n_kv_heads, tp) * bits
 
 
 @law(OPERATION)

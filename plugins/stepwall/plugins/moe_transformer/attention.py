@@ -74,6 +74,8 @@ class Attention:
     extra: sp.Expr = sp.S.Zero  # weights over the layers besides these (compressors)
     # a window layer's KV bytes per token over a full layer's, less one (its own KV heads)
     window_surplus: sp.Expr = sp.S.Zero
+    # a window layer's score FLOPs per KV token over a full layer's (its own head dimension)
+    window_score: sp.Expr = sp.S.One
 
     @classmethod
     def of(cls, p: Pass) -> Attention:
@@ -138,23 +140,27 @@ class Attention:
             return cls(m, rep, split, kv_token, score, prompt_score)
         # values narrower than queries and keys: every GQA law is linear in 2·d_h, so the
         # mean (d_qk + d_v)/2 prices q·k and p·v, the k and v caches and q, k, v, o exactly
-        d = (m.head_dim + m.v_head_dim) / 2 if p.spec.v_head_dim > 0 else m.head_dim
-        rep, split = gqa_params(m.hidden, m.n_heads, m.n_kv_heads, d, tp)
-        kv_token = gqa_kv_bytes(m.n_kv_heads, d, tp, m.kv_bits)
+        spec = p.spec
+        d = (m.head_dim + m.v_head_dim) / 2 if spec.v_head_dim > 0 else m.head_dim
+        tensors = 1 if spec.keys_are_values else 2
+        rep, split = gqa_params(m.hidden, m.n_heads, m.n_kv_heads, d, tp, tensors)
+        kv_token = gqa_kv_bytes(m.n_kv_heads, d, tp, m.kv_bits, tensors)
 
         def gqa_score(ctx: sp.Expr) -> sp.Expr:
             return gqa_score_flops(d, m.n_heads, tp, ctx)
 
         att = cls(m, rep, split, kv_token, gqa_score, gqa_score)
-        if p.spec.window_kv_heads == 0:
+        if spec.window_kv_heads == 0 and spec.window_head_dim == 0 and tensors == 2:
             return att
-        # sliding-window layers with KV heads of their own: their k and v projections and
-        # their cache in proportion (`gqa_params`' k_v part, `gqa_kv_bytes`)
-        own = gqa_kv_bytes(m.window_kv_heads, d, tp, m.kv_bits)
-        kv_w = 2 * m.hidden * d * m.window_kv_heads * shard(m.window_kv_heads, tp)
-        kv_f = 2 * m.hidden * d * m.n_kv_heads * shard(m.n_kv_heads, tp)
-        return attrs.evolve(att, extra=m.sliding_layers * (kv_w - kv_f),
-                            window_surplus=own / kv_token - 1)  # fmt: skip
+        # sliding-window layers of their own geometry (KV heads, head dimension, keys and
+        # values apart): their projections, cache and scores in proportion to a full layer's
+        kv_w = m.window_kv_heads if spec.window_kv_heads > 0 else m.n_kv_heads
+        d_w = m.window_head_dim if spec.window_head_dim > 0 else d
+        own = gqa_kv_bytes(kv_w, d_w, tp, m.kv_bits)
+        _, split_w = gqa_params(m.hidden, m.n_heads, kv_w, d_w, tp)
+        return attrs.evolve(att, extra=m.sliding_layers * (split_w - split),
+                            window_surplus=own / kv_token - 1,
+                            window_score=d_w / d)  # fmt: skip
 
     @property
     def params(self) -> sp.Expr:
@@ -237,6 +243,16 @@ class Attention:
         dense = m.dense_attention_layers * ctx
         return self.indexed_layers * min_of(ctx, m.index_topk) + dense + self.local(ctx, prompt)
 
+    def scored(self, ctx: sp.Expr, prompt: bool = False) -> sp.Expr:
+        """Layer-tokens of score work one query does, in a full layer's FLOPs per token: as
+        `attended`, each window layer's min(S, W) tokens at its head dimension over a full
+        layer's (`window_score`; 1 where the two kinds share it)."""
+        attended = self.attended(ctx, prompt)
+        if self.window_score == 1:
+            return attended
+        m = self.m
+        return attended + (self.window_score - 1) * m.sliding_layers * min_of(ctx, m.sliding_window)
+
     def written(self, tokens: sp.Expr) -> sp.Expr:
         """Layer-entries a prompt of ``tokens`` writes to the cache: one per token per layer;
         compressed attention's entries as `held` counts them."""
@@ -310,8 +326,8 @@ def add_attention(p: Pass, att: Attention) -> None:
     kv_read += att.written(step.prefill_tokens_rank) * kv_token  # new prompt KV written
     # prompt tokens attend in expanded (multi-head) form, decode tokens in absorbed form
     score = att.prompt_score(1) if p.prefill else att.score(1)
-    flops = users_rank * step.tokens_per_user * score * new(decode_ctx)
-    flops += step.prefill_tokens_rank * att.prompt_score(1) * prompts(prompt_ctx)
+    flops = users_rank * step.tokens_per_user * score * att.scored(decode_ctx, p.prefill)
+    flops += step.prefill_tokens_rank * att.prompt_score(1) * att.scored(prompt_ctx, True)
     one_user = (attended(whole) + att.surplus(whole)) * kv_token  # its own KV, in order
     # KV tokens per query per layer, averaged over the pass's queries (its compute ramp)
     queries = users_rank * step.tokens_per_user + step.prefill_tokens_rank
@@ -385,6 +401,16 @@ def head_constraints(m: Any, spec: Any) -> list[Constraint]:
             m.dense_attention_layers <= m.n_layers - m.linear_layers - m.sliding_layers,
             "dense-attention layers are full-attention layers without the indexer",
             ("model.dense_attention_layers", "model.n_layers"), PLUGIN))  # fmt: skip
+    if spec.attention != "gqa" and (spec.window_head_dim or spec.keys_are_values):
+        sparse.append(
+            Constraint(  # `Attention._dense` reads these of GQA alone
+                "gqa_geometry_only_with_gqa",
+                sp.Eq(m.window_head_dim + m.keys_are_values, 0),
+                "a window head dimension and keys serving as values are GQA geometries",
+                ("model.window_head_dim", "model.keys_are_values", "model.attention"),
+                PLUGIN,
+            )
+        )
     if spec.attention == "compressed":
         return [*sparse, *_compressed_constraints(m)]
     if spec.attention == "gqa":
@@ -394,6 +420,12 @@ def head_constraints(m: Any, spec: Any) -> list[Constraint]:
                 "window_kv_heads_group_heads", sp.Eq(sp.Mod(m.n_heads, m.window_kv_heads), 0),
                 "a sliding-window layer's query heads form equal groups, one per KV head",
                 ("model.window_kv_heads", "model.n_heads"), PLUGIN)]  # fmt: skip
+        if spec.window_head_dim > 0 and spec.v_head_dim > 0:  # d_w prices q, k and v alike
+            window.append(Constraint(
+                "window_head_dim_with_even_values", sp.Eq(m.v_head_dim, 0),
+                "a window layer's own head dimension is its queries', keys' and values'; "
+                "values narrower than keys (v_head_dim) are not priced with it",
+                ("model.window_head_dim", "model.v_head_dim"), PLUGIN))  # fmt: skip
         return [
             *sparse,
             *window,

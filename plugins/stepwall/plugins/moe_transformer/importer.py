@@ -753,6 +753,137 @@ def _llama4(d: Draft) -> None:
     _finish(d, hidden, shape)
 
 
+def _layer_types(cfg: HFConfig, n: int) -> list[int]:
+    """The sliding-window layers ``layer_types`` names (1) among the full-attention ones (0),
+    or a one-line error naming it."""
+    types = cfg.value("layer_types")
+    kinds = {"sliding_attention": 1, "full_attention": 0}
+    if not (isinstance(types, list) and len(types) == n and all(t in kinds for t in types)):
+        want = f"a list of {n} entries, each sliding_attention or full_attention"
+        raise SpecError(cfg.file, cfg.key("layer_types"), f"is {types!r}"[:80], want)
+    return [kinds[t] for t in types]
+
+
+def _refuse_true(cfg: HFConfig, key: str, what: str, want: str) -> None:
+    value = cfg.value(key)
+    if value not in (None, False, 0):
+        raise SpecError(cfg.file, cfg.key(key), f"is {value!r}: {what} not expressible in "
+                        f"{KIND} yet", want)  # fmt: skip
+
+
+def _gemma4(d: Draft) -> None:
+    """Gemma 4 (31B, 26B-A4B): GQA whose sliding-window layers (``layer_types``) have
+    ``head_dim`` and ``num_key_value_heads`` and whose full layers have ``global_head_dim`` and
+    ``num_global_key_value_heads``, their keys serving as values under ``attention_k_eq_v``
+    (transformers' Gemma4TextAttention); a GeGLU MLP of ``intermediate_size`` on every layer,
+    and with ``enable_moe_block`` routed experts beside it on every layer, so the MLP prices as
+    shared experts of the expert width. The vision tower is not priced; per-layer embeddings,
+    KV shared across layers (E2B, E4B) and double-wide MLPs are refused at their keys."""
+    cfg = d.cfg
+    _refuse_true(cfg, "hidden_size_per_layer_input", "per-layer embeddings (E2B, E4B) are", "0")
+    _refuse_true(cfg, "num_kv_shared_layers", "KV shared across layers is", "0")
+    _refuse_true(cfg, "use_double_wide_mlp", "a double-wide MLP on KV-sharing layers is", "false")
+    n = d.take("n_layers", "num_hidden_layers")
+    moe = cfg.value("enable_moe_block") is True
+    dense_layers = [] if moe else list(range(n))
+    d.put("n_dense_layers", len(dense_layers), f"config.json {cfg.key('enable_moe_block')} "
+          + ("true: routed experts on every layer" if moe else "false: a dense MLP on every "
+             "layer"))  # fmt: skip
+    hidden = d.take("hidden", "hidden_size")
+    width = cfg.count("intermediate_size")
+    shape = Shape(n, dense_layers)
+    if moe:
+        d.put("dense_intermediate", width, "no dense layers: the MLP beside the experts is "
+              "priced as shared experts")  # fmt: skip
+        d.take("n_experts", "num_experts")
+        d.take("experts_per_token", "top_k_experts")
+        e_width = cfg.count("moe_intermediate_size")
+        beside = f"{cfg.key('intermediate_size')} {width} (the MLP beside the experts)"
+        _shared_experts(d, width, e_width, "intermediate_size", beside)
+        d.put("expert_intermediate", e_width,
+              f"config.json {cfg.key('moe_intermediate_size')} {e_width}")  # fmt: skip
+        shape.experts = _modules({"experts.gate_up_proj": hidden * 2 * e_width,
+                                  "experts.down_proj": e_width * hidden}, range(n),
+                                 expert=True)  # fmt: skip
+        shape.shared = _modules(_ffn("mlp", hidden, width, GATE_UP_DOWN), range(n))
+    else:
+        d.put("dense_intermediate", width, f"config.json {cfg.key('intermediate_size')} {width}")
+        for f in ("n_experts", "experts_per_token", "n_shared_experts"):
+            d.put(f, 0, "dense model: no experts")
+        shape.dense = _modules(_ffn("mlp", hidden, width, GATE_UP_DOWN), range(n))
+    sliding = _layer_types(cfg, n)
+    keys_are_values = cfg.value("attention_k_eq_v") is True
+    d.put("attention", "gqa", "grouped-query attention, each kind of layer with its own heads")
+    heads = d.take("n_heads", "num_attention_heads")
+    window_kv = cfg.count("num_key_value_heads")
+    window_dim = cfg.count("head_dim")
+    # transformers' Gemma4TextAttention: the full layers' KV heads are the global ones only
+    # where their keys serve as values
+    full_kv = (d.take("n_kv_heads", "num_global_key_value_heads") if keys_are_values
+               else d.take("n_kv_heads", "num_key_value_heads"))  # fmt: skip
+    full_dim = d.take("head_dim", "global_head_dim", default=window_dim)
+    d.take("sliding_window", "sliding_window")
+    d.put("sliding_layers", sum(sliding), f"config.json {cfg.key('layer_types')}: "
+          f"{sum(sliding)} sliding_attention of {n}")  # fmt: skip
+    d.put("window_kv_heads", window_kv, f"config.json {cfg.key('num_key_value_heads')} "
+          f"{window_kv}: the sliding-window layers'")  # fmt: skip
+    d.put("window_head_dim", window_dim, f"config.json {cfg.key('head_dim')} {window_dim}: the "
+          "sliding-window layers'")  # fmt: skip
+    shared = "the full layers' keys serve as their values" if keys_are_values else "apart"
+    d.put("keys_are_values", int(keys_are_values), f"config.json "
+          f"{cfg.key('attention_k_eq_v')} {str(keys_are_values).lower()}: {shared}")  # fmt: skip
+    shape.attention = []
+    for i in range(n):
+        kv, dim = (window_kv, window_dim) if sliding[i] else (full_kv, full_dim)
+        parts = {"self_attn.q_proj": hidden * heads * dim, "self_attn.k_proj": hidden * kv * dim,
+                 "self_attn.o_proj": heads * dim * hidden}  # fmt: skip
+        if sliding[i] or not keys_are_values:
+            parts["self_attn.v_proj"] = hidden * kv * dim
+        shape.attention += _modules(parts, [i])
+    _finish(d, hidden, shape)
+
+
+def _step3p7(d: Draft) -> None:
+    """Step-3.5 / 3.7-Flash: GQA with a sliding window of ``sliding_window`` tokens on the
+    layers ``layer_types`` names, ``first_k_dense_replace`` leading dense layers, then routed
+    experts and ``n_shared_experts`` shared experts of ``share_expert_dim``. The MTP layers
+    (num_nextn_predict_layers) and the vision encoder are not priced."""
+    cfg = d.cfg
+    n = d.take("n_layers", "num_hidden_layers")
+    k = cfg.count("first_k_dense_replace", 0, minimum=0)
+    dense_layers = list(range(min(k, n)))
+    d.put("n_dense_layers", len(dense_layers),
+          f"config.json {cfg.key('first_k_dense_replace')} {k}")  # fmt: skip
+    hidden = d.take("hidden", "hidden_size")
+    width = d.take("dense_intermediate", "intermediate_size")
+    d.take("n_experts", "num_experts")
+    d.take("experts_per_token", "num_experts_per_tok")
+    e_width = cfg.count("moe_intermediate_size")
+    n_shared = cfg.count("n_shared_experts", 1, minimum=0)
+    shared_width = n_shared * cfg.count("share_expert_dim", e_width)
+    if n_shared:
+        _shared_experts(d, shared_width, e_width, "share_expert_dim",
+                        f"{cfg.key('n_shared_experts')} {n_shared} x "
+                        f"{cfg.key('share_expert_dim')}")  # fmt: skip
+    else:
+        d.put("n_shared_experts", 0, f"config.json {cfg.key('n_shared_experts')} 0")
+    d.put("expert_intermediate", e_width,
+          f"config.json {cfg.key('moe_intermediate_size')} {e_width}")  # fmt: skip
+    shape = Shape(n, dense_layers)
+    _gqa(d, hidden, shape)
+    sliding = _layer_types(cfg, n)
+    d.take("sliding_window", "sliding_window")
+    d.put("sliding_layers", sum(sliding), f"config.json {cfg.key('layer_types')}: "
+          f"{sum(sliding)} sliding_attention of {n}")  # fmt: skip
+    shape.dense = _modules(_ffn("mlp", hidden, width, GATE_UP_DOWN), dense_layers)
+    shape.experts = _modules(_ffn("moe", hidden, e_width, GATE_UP_DOWN), shape.moe_layers,
+                             expert=True)  # fmt: skip
+    if n_shared:
+        shape.shared = _modules(_ffn("share_expert", hidden, shared_width, GATE_UP_DOWN),
+                                shape.moe_layers)  # fmt: skip
+    _finish(d, hidden, shape)
+
+
 def _pattern(cfg: HFConfig, key: str, n: int) -> list[int]:
     """A per-layer list of 0s and 1s the config states (``hybrid_layer_pattern``,
     ``moe_layer_freq``), or a one-line error naming it."""
@@ -1102,6 +1233,9 @@ FAMILIES: dict[str, Callable[[Draft], None]] = {
     "MiniMaxM3ForCausalLM": _minimax_m3,
     "Llama4ForConditionalGeneration": _llama4,
     "MiMoV2FlashForCausalLM": _mimo_v2,
+    "Gemma4ForConditionalGeneration": _gemma4,
+    "Gemma4ForCausalLM": _gemma4,  # the text model alone, its config flat
+    "Step3p7FlashForCausalLM": _step3p7,
 }
 
 # NOT_YET keys a family reads itself
@@ -1119,7 +1253,6 @@ HANDLED = {
 NOT_YET_ARCHITECTURES = (
     "KimiK3ForConditionalGeneration",
     "MiniMaxM3SparseForCausalLM",
-    "Gemma4ForConditionalGeneration",
 )
 
 

@@ -106,6 +106,16 @@ class MoeTransformer:
         "(GQA; MiMo-V2-Flash: 8 beside 4; 0: n_kv_heads)",
         r"H_{kv,w}",
     )
+    window_head_dim: int = _zero_ok(
+        "head dimension of the sliding-window layers' queries, keys and values where it "
+        "differs from the full layers' (GQA; Gemma 4: 256 beside 512; 0: head_dim)",
+        r"d_{h,w}",
+    )
+    keys_are_values: int = _switch(
+        "1: the full-attention layers' keys serve as their values (GQA; Gemma 4's "
+        "attention_k_eq_v): no value projection and one cached tensor per KV head; 0: apart",
+        r"k_{=v}",
+    )
     chunked_layers: int = _zero_ok(
         "layers attending only within their chunk of attention_chunk tokens (Llama 4: the "
         "RoPE layers, 3 of 4)",
