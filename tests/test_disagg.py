@@ -131,7 +131,8 @@ def test_each_deployment_is_the_brute_force_best_for_its_decode_pool(pools, answ
     decode, prefill = pools
     by_layout = {d["layout"]: d for d in decode}
     shown = [p for p in answer["frontier"] if p["mode"] == "disaggregated"]
-    assert shown, "no disaggregated point on the frontier: the test checks nothing"
+    # several: each deployment is priced on its own (not at the first one's load)
+    assert len(shown) >= 2, "under two disaggregated frontier points: the test checks little"
     for p in shown:
         value, gpus = best_by_brute_force(by_layout[_decode_key(p)], prefill)
         assert p["tokens_per_s_per_gpu"] == pytest.approx(value, rel=1e-9)
@@ -219,6 +220,8 @@ def test_a_percentile_ttft_filters_the_aggregated_search() -> None:
         (["--prefill-hardware", "h100"], "--prefill-cluster"),
         (["--emit", "sglang"], "--emit"),
         (["--ttft", "p95<=1s"], "--ttft"),
+        (["--scheduler", "tcp://127.0.0.1:1"], "--dask"),
+        (["--plot", "frontier.png"], "--plot"),
     ],
 )  # fmt: skip
 def test_bad_requests_are_one_line_errors(
@@ -352,6 +355,33 @@ def test_emit_launches_both_sides_with_their_roles(engine: str, role_option: str
 
 
 # ---------------------------------------------------------------- recommend --disagg
+
+
+def test_no_target_best_lies_above_the_frontier(answer) -> None:
+    """Each target's best deployment is on the frontier or below a point of it."""
+    front = answer["frontier"]
+    for t in answer["targets"]:
+        for o in t["options"]:
+            b = o["point"]
+            assert any(f["tokens_per_s_per_user"] >= b["tokens_per_s_per_user"]
+                       and f["tokens_per_s_per_gpu"] >= b["tokens_per_s_per_gpu"]
+                       for f in front), b["tokens_per_s_per_gpu"]  # fmt: skip
+
+
+def test_the_plot_draws_both_modes_and_the_aggregated_frontier_alone(tmp_path) -> None:
+    """``--plot``: one line per option over both modes, circles and triangles for the two,
+    the aggregated search's own frontier dashed; the same bytes on a second run."""
+    svgs = []
+    for name in ("a.svg", "b.svg"):
+        code, _, err = run([*SMALL, "--plot", str(tmp_path / name)])
+        assert code == 0, err
+        svgs.append((tmp_path / name).read_bytes())
+    assert svgs[0] == svgs[1]
+    text = svgs[0].decode()
+    for label in ("gb200: best of either", "gb200: aggregated alone", "P/D point",
+                  "aggregated point", "tokens_per_s_per_user&gt;=1"):  # fmt: skip
+        assert label in text, label
+
 
 RATE = 30.0
 

@@ -33,6 +33,7 @@ import json
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -41,6 +42,7 @@ import sympy as sp
 
 from stepwall.apps import launch
 from stepwall.apps.recommend import Sizing, per_gpu_cost, replica_of
+from stepwall.apps.report.plots import _figure, _svg
 from stepwall.apps.search import (
     Condition,
     Plan,
@@ -443,9 +445,9 @@ def _deployments(
         t_p, c_p = float(pre.got["step_time_s"][i]), float(pre.got["users"][i])
         t_kv = float(dec.got["kv_transfer_s"][j])
         ttft = [float(v) + t_kv for v in law(np.array(per_replica), np.array(t_p), np.array(c_p))]
-        rate = load / x  # at one prefill instance, all its replicas
+        each = load / x  # at one prefill instance, all its replicas
         extra = ["--set", "workload.arrival=poisson", "--set",
-                 f"workload.request_rate={rate:.10g} Hz"]  # fmt: skip
+                 f"workload.request_rate={each:.10g} Hz"]  # fmt: skip
         per_gpu = load * request.osl / float(best.gpus[j])
         out.append({
             "option": decode.options[int(dec.option[j])].label,
@@ -466,7 +468,7 @@ def _deployments(
             "prefill_utilisation": per_replica * t_p / c_p,
             "prefill": {"id": p["id"], "config": p["config"],
                         "command": p["command"] + " " + shlex.join(extra),
-                        "step_time_s": t_p, "request_rate_per_s": rate},
+                        "step_time_s": t_p, "request_rate_per_s": each},
             "decode": {"id": d["id"], "config": d["config"], "command": d["command"],
                        "tokens_per_s_per_gpu": d["tokens_per_s_per_gpu"]},
         })  # fmt: skip
@@ -762,6 +764,49 @@ def text(result: DisaggResult) -> str:
     return "\n".join(lines)
 
 
+def plot(result: DisaggResult, title: str = "") -> bytes:
+    """Per option, the frontier of aggregated and disaggregated deployments as one line, its
+    aggregated points as circles and its P/D points as triangles, with the aggregated search's
+    own frontier dashed beneath it (where P/D lifts the frontier, the two part) and a dashed
+    line at each target on the x axis (deterministic SVG)."""
+    spec = result.decode.spec
+    fig, ax = _figure(7.0, 4.4)
+    agg_front = result.aggregated.frontier if result.aggregated is not None else ()
+    for i, o in enumerate(result.decode.options):
+        color = f"C{i % 10}"
+        alone = sorted((p for p in agg_front if p["option"] == o.label), key=lambda p: p[spec.x])
+        if alone:
+            ax.plot([p[spec.x] for p in alone], [p[spec.y] for p in alone], color=color,
+                    linestyle="--", linewidth=0.8, alpha=0.7,
+                    label=f"{o.label}: aggregated alone")  # fmt: skip
+        mine = sorted((p for p in result.frontier if p["option"] == o.label),
+                      key=lambda p: p[spec.x])  # fmt: skip
+        if not mine:
+            continue
+        ax.plot([p[spec.x] for p in mine], [p[spec.y] for p in mine], color=color,
+                linewidth=1.2, label=f"{o.label}: best of either")  # fmt: skip
+        for mode, marker in (("aggregated", "o"), ("disaggregated", "^")):
+            pts = [p for p in mine if p["mode"] == mode]
+            if pts:
+                ax.scatter([p[spec.x] for p in pts], [p[spec.y] for p in pts], color=color,
+                           marker=marker, s=18, zorder=3)  # fmt: skip
+    for t in spec.targets:
+        if t.metric == spec.x:
+            ax.axvline(t.value, color="#444444", linestyle="--", linewidth=0.8)
+            ax.annotate(t.text, (t.value, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(3, -12), textcoords="offset points", fontsize=7)  # fmt: skip
+    ax.scatter([], [], color="#444444", marker="o", s=18, label="aggregated point")
+    ax.scatter([], [], color="#444444", marker="^", s=18, label="P/D point")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(_label(spec.x))
+    ax.set_ylabel(_label(spec.y))
+    ax.legend(fontsize=7)
+    ax.set_title(title or f"{result.decode.model}: aggregated and P/D frontier")
+    data: bytes = _svg(fig)
+    return data
+
+
 def _num(v: Any) -> str:
     return "none" if v is None else f"{float(v):.4g}"
 
@@ -772,9 +817,8 @@ def _label(metric: str) -> str:
 
 def check_options(ns: SearchOptions) -> None:
     """Refuse what a disaggregated search does not take (yet), before any work."""
-    if ns.dask or ns.scheduler or ns.plot:
-        flag = "--dask" if ns.dask or ns.scheduler else "--plot"
-        raise SpecError("search --disagg", flag, "is not available with --disagg yet",
+    if ns.dask or ns.scheduler:
+        raise SpecError("search --disagg", "--dask", "is not available with --disagg yet",
                         "-o FILE.json or --json for the whole answer")  # fmt: skip
     if ns.emit and not ns.at:
         raise SpecError("search --disagg", "--emit", "has no deployment to launch without a "
@@ -786,9 +830,13 @@ def check_options(ns: SearchOptions) -> None:
 def run_cli(ns: SearchOptions, registry: Any) -> int:
     """``stepwall search --disagg``: the three searches, their combination, the output."""
     check_options(ns)
-    target = None
+    target = plot_target = None
     if ns.output is not None:
         target = output.file_target(ns.output, suffixes=(".json",), streams=False)
+    if ns.plot is not None:
+        plot_target = output.file_target(ns.plot, "--plot", (".svg",))
+        if target is not None and Path(str(target)).resolve() == Path(str(plot_target)).resolve():
+            raise SpecError("--plot", str(ns.plot), "is the -o file too", "another file")
     spec = search_spec(ns, registry)
     aggregated, decode, prefill, request = plans(ns, registry, spec)
     assert aggregated is not None  # asked for
@@ -811,6 +859,9 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
     if ns.emit:
         result = with_launches(result, ns.emit, registry.kinds)
     doc = document(result)
+    if plot_target is not None:
+        output.write_file(plot_target, plot(result))
+        print(visible(f"wrote {plot_target}"), file=sys.stderr)
     if target is not None:
         output.write_file(target, json.dumps(doc, indent=2) + "\n")
         output.announce(target, f"wrote {target} ({len(result.frontier)} frontier points)")
