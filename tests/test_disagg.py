@@ -14,11 +14,15 @@ import math
 import shlex
 from typing import Any
 
+import attrs
+import numpy as np
 import pytest
 
-from stepwall.apps import validate
+from stepwall.analyses.crossover import crossover
+from stepwall.apps import switch, validate
 from stepwall.cli import main
 from stepwall.core.errors import SpecError
+from stepwall.model.compose import StepModel, build_model
 from stepwall.testing import refusal, with_flags
 
 MODEL, HW, CLUSTER = "deepseek-r1-fp4", "gb200", "gb200-nvl72"
@@ -381,6 +385,116 @@ def test_the_plot_draws_both_modes_and_the_aggregated_frontier_alone(tmp_path) -
     for label in ("gb200: best of either", "gb200: aggregated alone", "P/D point",
                   "aggregated point", "tokens_per_s_per_user&gt;=1"):  # fmt: skip
         assert label in text, label
+
+
+def _model(command: str) -> StepModel:
+    words = shlex.split(command)
+    return build_model(words[2], [words[i + 1] for i, w in enumerate(words) if w == "--set"])
+
+
+def _curve(p: dict[str, Any]) -> tuple[StepModel, float]:
+    """A frontier point's curve: its model and the GPUs each of its replicas (decode
+    instances) is charged, with a P/D instance's share of the prefill pool."""
+    if p["mode"] == "aggregated":
+        return _model(p["command"]), float(p["config"]["gpus"]) / float(p["config"]["dp"])
+    gpus = p["decode"]["config"]["gpus"] + p["prefill_gpus"] / p["decode_instances"]
+    return _model(p["decode"]["command"]), float(gpus)
+
+
+def _per_user(m: StepModel, charged: float, per_gpu: np.ndarray) -> np.ndarray:
+    ev = m.evaluate({m.provides["users"]: per_gpu * charged})
+    u = np.asarray(ev["tokens_per_s_per_user"], dtype=float) * np.ones_like(per_gpu)
+    return np.where(np.asarray(ev["feasible"], dtype=bool), u, np.nan)
+
+
+def _end(front: list[dict[str, Any]], side: dict[str, Any]) -> dict[str, Any]:
+    """The frontier point a switch's side names."""
+    if side.get("mode") != "disaggregated":
+        return next(p for p in front if p["mode"] == "aggregated" and p["config"] == side)
+    return next(p for p in front if p["mode"] == "disaggregated"
+                and p["decode"]["config"] == side["decode"]
+                and p["decode_instances"] == side["decode_instances"])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def switched() -> dict[str, Any]:
+    code, out, err = run([*SMALL, "--switch-points", "--json"])
+    assert code == 0, err
+    return dict(json.loads(out))
+
+
+def test_a_pd_switch_point_is_the_brute_force_crossing(switched) -> None:
+    """Between an aggregated and a P/D deployment: the crossing of tokens/s per user at equal
+    users per GPU, the P/D side's decode model with each instance charged x·N_p/y prefill
+    GPUs more (a grid of 200,001 points, within 1%), and the prefill pool's utilisation there
+    from its own step time (ρ = Λ·t_p/(x·dp·C))."""
+    front = switched["frontier"]
+    mixed = [s for s in switched["switch_points"] if s["users_per_gpu"] is not None
+             and "disaggregated" in (s["from"].get("mode"), s["to"].get("mode"))]  # fmt: skip
+    assert mixed, "no aggregated ↔ P/D switch crosses: the test checks nothing"
+    for s in mixed:
+        ends = [_end(front, s[key]) for key in ("from", "to")]
+        (ma, ga), (mb, gb) = (_curve(p) for p in ends)
+        grid = np.geomspace(0.05, 2000, 200_001)
+        diff = _per_user(ma, ga, grid) - _per_user(mb, gb, grid)
+        flips = np.flatnonzero(np.isfinite(diff[:-1]) & np.isfinite(diff[1:])
+                               & (np.sign(diff[:-1]) != np.sign(diff[1:])))  # fmt: skip
+        assert flips.size, s
+        c = grid[flips[0]]
+        assert s["users_per_gpu"] == pytest.approx(c, rel=0.01)
+        u = float(_per_user(ma, ga, np.array([c]))[0])
+        assert s["tokens_per_s_per_user"] == pytest.approx(u, rel=0.01)
+        for p, charged, rho in zip(ends, (ga, gb), s["prefill_utilisation"], strict=True):
+            if p["mode"] != "disaggregated":
+                assert rho is None
+                continue
+            pre = eval_json(shlex.split(p["prefill"]["command"])[4::2])
+            assert pre is not None
+            cfg = p["prefill"]["config"]
+            load = p["decode_instances"] * c * charged * u / OSL
+            want = load / (p["prefill_instances"] * cfg["dp"]) * pre["step_time_s"] / (
+                cfg["concurrency"] / cfg["dp"])  # fmt: skip
+            assert rho == pytest.approx(want, rel=0.02)
+
+
+def test_a_pd_switch_points_sensitivities_match_finite_differences(switched) -> None:
+    """∂ln c*/∂ln p of an aggregated ↔ P/D switch against the crossing recomputed with p
+    moved by ±0.1% on its side (the P/D side charged its prefill share)."""
+    front = switched["frontier"]
+    s = next(s for s in switched["switch_points"] if s["users_per_gpu"] is not None
+             and "disaggregated" in (s["from"].get("mode"), s["to"].get("mode")))  # fmt: skip
+    ends = [_end(front, s[key]) for key in ("from", "to")]
+    models = [switch.model_of(p, None) for p in ends]
+    extra = (switch.besides(ends[0]), switch.besides(ends[1]))
+    key = models[0].provides["users"]
+    checked = 0
+    for row in s["sensitivities"][:3]:
+        if row["whole"] or not math.isfinite(row["elasticity"]):
+            continue
+        roots = []
+        for f in (1 + 1e-3, 1 - 1e-3):
+            moved = [_scaled(m, row["parameter"], f) if row["side"] == name else m
+                     for m, name in zip(models, ("from", "to"), strict=True)]  # fmt: skip
+            d = crossover(*moved, key, "tokens_per_s_per_user", per_gpu=True, besides=extra)
+            roots.append(float(d.value))
+        fd = (math.log(roots[0]) - math.log(roots[1])) / (math.log(1 + 1e-3) - math.log(1 - 1e-3))
+        assert row["elasticity"] == pytest.approx(fd, rel=0.02, abs=1e-3), row
+        checked += 1
+    assert checked, "no continuous parameter among the largest sensitivities"
+
+
+def _scaled(m: StepModel, path: str, factor: float) -> StepModel:
+    values = dict(m.scenario.values)
+    sym = m.scenario.by_path[path]
+    values[sym] = values[sym] * factor
+    return attrs.evolve(m, scenario=attrs.evolve(m.scenario, values=values))
+
+
+def test_pd_switch_points_print(switched) -> None:
+    code, out, err = run([*SMALL, "--switch-points"])
+    assert code == 0, err
+    assert "switch points (where the best deployment along the frontier changes):" in out
+    assert "prefill utilisation there" in out
 
 
 RATE = 30.0

@@ -1,7 +1,8 @@
 """``stepwall search --switch-points`` (issue 24, item 3): where the best layout along a frontier
 changes. Each switch point is checked against the crossing found here by brute force over a
 fine grid of users per GPU on the two layouts' own models (within 1%), its sensitivities by
-finite differences of the crossing itself, and its refusal with --disagg."""
+finite differences of the crossing itself; a P/D frontier's switch points are checked in
+tests/test_disagg.py."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import numpy as np
 import pytest
 
 from stepwall.analyses.crossover import crossover
+from stepwall.apps import switch
 from stepwall.cli import main
 from stepwall.model.compose import StepModel, build_model
-from stepwall.testing import refusal
 
 ARGV = ["search", "deepseek-v3-fp8", "--hardware", "h200", "--cluster", "hgx-h200-ib",
         "--gpus", "8", "--engine", "trtllm", "--switch-points", "--spread", "0", "-q"]  # fmt: skip
@@ -100,13 +101,19 @@ def test_sensitivities_match_finite_differences(answer) -> None:
     assert checked, "no continuous parameter among the largest sensitivities"
 
 
-def test_switch_points_print_and_are_refused_with_disagg(capsys) -> None:
+def test_switch_points_print() -> None:
     code, out, err = run(ARGV)
     assert code == 0, err
     assert "switch points (where the best layout along the frontier changes):" in out
     assert "→" in out and "∂ln c*/∂ln p" in out
-    argv = [*ARGV, "--disagg"]
-    assert "--switch-points" in refusal(capsys, *argv)
+
+
+def test_alternating_layouts_give_one_switch() -> None:
+    """Two layouts whose batches interleave along the frontier cross once: one switch."""
+    frontier = [{"config": {"tp": t, "concurrency": c}} for t, c in
+                ((8, 1), (1, 8), (8, 16), (1, 32), (2, 64))]  # fmt: skip
+    pairs = switch.neighbours(frontier)
+    assert [(a["config"]["tp"], b["config"]["tp"]) for a, b in pairs] == [(8, 1), (1, 2)]
 
 
 REPORT = """name = "switches"

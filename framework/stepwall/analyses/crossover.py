@@ -39,22 +39,26 @@ if TYPE_CHECKING:
     from stepwall.model.compose import StepModel
 
 
-def share(model: StepModel, per_gpu: bool = False) -> float:
+def share(model: StepModel, per_gpu: bool = False, besides: float = 0.0) -> float:
     """What the shared axis x is divided by for one replica's users: its dp replicas (x: the
-    total users), or, ``per_gpu``, 1/(GPUs per replica) (x: users per GPU)."""
+    total users), or, ``per_gpu``, 1/(GPUs per replica + ``besides``) (x: users per GPU, each
+    replica charged ``besides`` GPUs more: a P/D decode instance's share of its prefill
+    pool)."""
     if per_gpu:
-        return 1.0 / float(sp.sympify(model.layout.gpus_per_replica).xreplace(dict(model.values)))
+        own = float(sp.sympify(model.layout.gpus_per_replica).xreplace(dict(model.values)))
+        return 1.0 / (own + besides)
     return degree(model, "dp")
 
 
 def shared_axis(
-    model: StepModel, sym: sp.Symbol, expr: sp.Expr, x: sp.Symbol, per_gpu: bool = False
-) -> tuple[sp.Expr, str]:
+    model: StepModel, sym: sp.Symbol, expr: sp.Expr, x: sp.Symbol, per_gpu: bool = False,
+    besides: float = 0.0,
+) -> tuple[sp.Expr, str]:  # fmt: skip
     """The metric as a function of the shared axis x: for the users per replica
     (`is_users`), x is the total users over all DP replicas (each replica serves x/dp), or,
-    ``per_gpu``, the users per GPU (each replica serves x·its GPUs)."""
+    ``per_gpu``, the users per GPU (each replica serves x·(its GPUs + ``besides``))."""
     if is_users(model, sym):
-        s = share(model, per_gpu)
+        s = share(model, per_gpu, besides)
         f = rebuild(model.substituted(relax(expr), [sym]), {sym: x / s})
         each = f"x·{1 / s:g}" if per_gpu else f"x/{s:g}"
         many = f"{degree(model, 'dp'):g} replica(s)"
@@ -69,10 +73,12 @@ def crossover(
     metric: str = "tokens_per_s_per_gpu",
     symbolic: bool = False,
     per_gpu: bool = False,
+    besides: tuple[float, float] = (0.0, 0.0),
 ) -> Derivation:
     """Where the two scenarios' metrics are equal along KEY (for the users per replica,
     `is_users`, such as workload.concurrency: total users across each scenario's DP replicas,
-    or, ``per_gpu``, users per GPU).
+    or, ``per_gpu``, users per GPU, each side's replica charged ``besides`` GPUs more than
+    its own).
 
     Stays whole: one scan of the shared range finds the roots and the infeasible crossings, and
     which of the five answers it gives (no feasible range, infeasible crossings only, equal
@@ -82,14 +88,14 @@ def crossover(
     parameter(other, key)
     e1, e2 = metric_expr(model, metric), metric_expr(other, metric)
     x = sym
-    f1, d1 = shared_axis(model, sym, e1, x, per_gpu)
-    f2, d2 = shared_axis(other, sym, e2, x, per_gpu)
+    f1, d1 = shared_axis(model, sym, e1, x, per_gpu, besides[0])
+    f2, d2 = shared_axis(other, sym, e2, x, per_gpu, besides[1])
     lo1, hi1 = key_range(model, sym)
     lo2, hi2 = key_range(other, sym)
     lo, hi = max(lo1, lo2), min(hi1, hi2)
     scale1 = scale2 = 1.0
     if is_users(model, sym):
-        scale1, scale2 = share(model, per_gpu), share(other, per_gpu)
+        scale1, scale2 = share(model, per_gpu, besides[0]), share(other, per_gpu, besides[1])
         lo, hi = (min(scale1, scale2), max(hi1 * scale1, hi2 * scale2)) if per_gpu else (
             1.0, max(hi1, hi2))  # fmt: skip
     r1 = feasible_region(model, sym, lo / scale1, hi / scale1)
@@ -156,7 +162,7 @@ def crossover(
         )
         return nothing(why)
     r = roots[0]
-    eq = crossing_equation(model, other, sym, e1, e2, r, metric, per_gpu)
+    eq = crossing_equation(model, other, sym, e1, e2, r, metric, per_gpu, besides)
     cr, why, shown = closed_for(eq, r, symbolic)
     if dropped:
         why = (why + "; " if why else "") + (
@@ -202,16 +208,19 @@ def along(
     r: float,
     rename: dict[sp.Basic, sp.Basic],
     per_gpu: bool = False,
+    besides: float = 0.0,
 ) -> sp.Expr:
     """The metric along the shared axis, symbolic in every parameter, branches resolved at
     x = r; for concurrency each of dp replicas serves x/dp (dp symbolic), or, ``per_gpu``,
-    x·(its GPUs). ``rename`` gives the other scenario's parameters symbols of their own."""
+    x·(its GPUs + ``besides``). ``rename`` gives the other scenario's parameters symbols of
+    their own."""
     vals = dict(model.values)
     relaxed = relax(expr)
     if is_users(model, sym):
-        s = 1 / sp.sympify(model.layout.gpus_per_replica) if per_gpu else sp.sympify(
-            model.layout.dp)  # fmt: skip
-        vals[sym] = r / share(model, per_gpu)
+        gpus = sp.sympify(model.layout.gpus_per_replica)
+        gpus = gpus + sp.Float(besides) if besides else gpus
+        s = 1 / gpus if per_gpu else sp.sympify(model.layout.dp)
+        vals[sym] = r / share(model, per_gpu, besides)
         f = rebuild(resolve_branches(relaxed, vals), {sym: sym / s})
     else:
         vals[sym] = r
@@ -228,6 +237,7 @@ def crossing_equation(
     r: float,
     metric: str,
     per_gpu: bool = False,
+    besides: tuple[float, float] = (0.0, 0.0),
 ) -> Equation:
     """F(x, p) = metric₁(x) − metric₂(x), branches resolved at the crossing r, every
     parameter symbolic: the second scenario's as primed symbols of their own, so that each
@@ -238,7 +248,8 @@ def crossing_equation(
         for p in other.values
         if p != sym and not is_constant(p)
     }
-    F = along(model, sym, e1, r, {}, per_gpu) - along(other, sym, e2, r, rename, per_gpu)
+    F = (along(model, sym, e1, r, {}, per_gpu, besides[0])
+         - along(other, sym, e2, r, rename, per_gpu, besides[1]))  # fmt: skip
     values: dict[sp.Symbol, float] = {p: float(v) for p, v in model.values.items() if p != sym}
     names: dict[sp.Symbol, tuple[str, str]] = {p: (p.name, s1) for p in values}
     for p, q in rename.items():

@@ -40,7 +40,7 @@ import attrs
 import numpy as np
 import sympy as sp
 
-from stepwall.apps import launch
+from stepwall.apps import launch, switch
 from stepwall.apps.recommend import Sizing, per_gpu_cost, replica_of
 from stepwall.apps.report.plots import _figure, _svg
 from stepwall.apps.search import (
@@ -364,6 +364,7 @@ class DisaggResult:
     frontier: tuple[dict[str, Any], ...]
     best: tuple[dict[str, Any], ...]
     evaluated: Mapping[str, int]
+    switches: tuple[dict[str, Any], ...] | None = None  # --switch-points (None: not asked)
 
 
 def deployment_gpus(decode: Plan, prefill: Plan, request: Request, option: int) -> int:
@@ -701,6 +702,7 @@ def document(result: DisaggResult) -> dict[str, Any]:
         "evaluated": dict(result.evaluated),
         "frontier": list(result.frontier),
         "targets": list(result.best),
+        **({"switch_points": list(result.switches)} if result.switches is not None else {}),
         "warnings": list(dict.fromkeys(_warnings(result))),
     }
 
@@ -761,7 +763,42 @@ def text(result: DisaggResult) -> str:
             else:
                 lines.append(f"     {p['command']}")
             lines += [f"     {line}" for line in launch_lines(p.get("launch"))]
+    if result.switches is not None:
+        lines += switch_lines(result.switches, degrees)
     return "\n".join(lines)
+
+
+def side_text(side: Mapping[str, Any], degrees: Sequence[str]) -> str:
+    """A switch's side (`stepwall.apps.switch.side`) in one line."""
+    if side.get("mode") != "disaggregated":
+        return f"aggregated {config_text(side, degrees)}"
+    pre, dec = (config_text(side[k], degrees) for k in ("prefill", "decode"))
+    return (
+        f"{side['prefill_instances']} × prefill({pre}) + {side['decode_instances']} × decode({dec})"
+    )
+
+
+def switch_lines(points: Sequence[Mapping[str, Any]], degrees: Sequence[str]) -> list[str]:
+    """The switch points of a P/D frontier as text: where, between which deployments, how
+    the root was found, the prefill pools' utilisation there, the largest sensitivities."""
+    out = ["switch points (where the best deployment along the frontier changes):"]
+    if not points:
+        out.append("  none: one deployment holds each frontier")
+    for s in points:
+        head = f"  {s['option']}: {side_text(s['from'], degrees)} → {side_text(s['to'], degrees)}"
+        if s["users_per_gpu"] is None:
+            out.append(f"{head}: their curves do not cross ({s['note']})")
+            continue
+        rho = [f"{r:.3g}" for r in s.get("prefill_utilisation", []) if r is not None]
+        load = f"; prefill utilisation there {' and '.join(rho)}" if rho else ""
+        out.append(f"{head}: at {_num(s['tokens_per_s_per_user'])} tokens/s per user, "
+                   f"{_num(s['tokens_per_s_per_gpu'])} tokens/s per GPU, "
+                   f"{_num(s['users_per_gpu'])} users per GPU ({s['method']}){load}")  # fmt: skip
+        top = ", ".join(f"{r['parameter']} [{r['side']}] {r['elasticity']:+.3g}"
+                        for r in s["sensitivities"][:3])  # fmt: skip
+        if top:
+            out.append(f"    ∂ln c*/∂ln p: {top}")
+    return out
 
 
 def plot(result: DisaggResult, title: str = "") -> bytes:
@@ -828,7 +865,8 @@ def check_options(ns: SearchOptions) -> None:
 
 
 def run_cli(ns: SearchOptions, registry: Any) -> int:
-    """``stepwall search --disagg``: the three searches, their combination, the output."""
+    """``stepwall search --disagg``: the three searches, their combination, with
+    ``--switch-points`` the frontier's switch points (`stepwall.apps.switch`), the output."""
     check_options(ns)
     target = plot_target = None
     if ns.output is not None:
@@ -858,6 +896,10 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
                         "and filter", "a looser SLA, more --gpus or --max-gpus")  # fmt: skip
     if ns.emit:
         result = with_launches(result, ns.emit, registry.kinds)
+    if ns.switch_points:
+        labels = [o.label for o in decode.options]
+        found = switch.along_frontier(result.frontier, labels, registry)
+        result = attrs.evolve(result, switches=tuple(found))
     doc = document(result)
     if plot_target is not None:
         output.write_file(plot_target, plot(result))

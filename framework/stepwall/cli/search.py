@@ -286,7 +286,8 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         "--switch-points",
         action="store_true",
         help="also derive where the best layout along each frontier changes: the crossing of "
-        "the two layouts' curves, from their expressions, with its sensitivities",
+        "the two layouts' curves, from their expressions, with its sensitivities (with "
+        "--disagg, aggregated and P/D deployments alike: docs/search.md)",
     )
     add_disagg(p)
     quiet_argument(p)
@@ -360,9 +361,6 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
     """Search with the parsed options."""
     options = SearchOptions(**{f.name: getattr(ns, f.name) for f in attrs.fields(SearchOptions)})
     if options.disagg:
-        if options.switch_points:
-            raise SpecError("search", "--switch-points", "is not derived for a P/D search (a "
-                            "P/D deployment is not one model)", "no --disagg")  # fmt: skip
         return disagg.run_cli(options, registry)
     given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k) not in (None, []))
     if given:
