@@ -532,8 +532,13 @@ def test_recommend_disagg_is_the_brute_force_cheapest(pools) -> None:
     assert costs == sorted(costs)
     pd = [c for c in cands if c.get("mode") == "disaggregated"]
     assert pd and pd[0]["gpus_total"] == brute
+    assert len(pd) >= 2, "one P/D candidate: the runners-up are not checked"
     for c in pd:
         assert c["ttft_p90_s"] <= TTFT_P90 and c["serves_per_s"] == RATE
+        # each candidate carries the whole rate, its prefill instances an equal share of it
+        assert c["request_rate_per_s"] == pytest.approx(RATE, rel=1e-12)
+        each = c["prefill"]["request_rate_per_s"] * c["prefill_instances"]
+        assert each == pytest.approx(RATE, rel=1e-12)
         assert c["decode_instances"] * c["decode"]["tokens_per_s_per_gpu"] * c["decode"][
             "config"]["gpus"] / OSL >= RATE * (1 - 1e-12)  # fmt: skip
 
