@@ -14,7 +14,6 @@ import math
 import shlex
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 
@@ -23,7 +22,7 @@ from stepwall.apps import switch, validate
 from stepwall.cli import main
 from stepwall.core.errors import SpecError
 from stepwall.model.compose import StepModel, build_model
-from stepwall.testing import refusal, with_flags
+from stepwall.testing import refusal, scaled, with_flags
 
 MODEL, HW, CLUSTER = "deepseek-r1-fp4", "gb200", "gb200-nvl72"
 ISL, OSL, MAX_GPUS, TTFT_P90 = 1024, 1024, 24, 1.0
@@ -473,7 +472,7 @@ def test_a_pd_switch_points_sensitivities_match_finite_differences(switched) -> 
             continue
         roots = []
         for f in (1 + 1e-3, 1 - 1e-3):
-            moved = [_scaled(m, row["parameter"], f) if row["side"] == name else m
+            moved = [scaled(m, row["parameter"], f) if row["side"] == name else m
                      for m, name in zip(models, ("from", "to"), strict=True)]  # fmt: skip
             d = crossover(*moved, key, "tokens_per_s_per_user", per_gpu=True, besides=extra)
             roots.append(float(d.value))
@@ -481,13 +480,6 @@ def test_a_pd_switch_points_sensitivities_match_finite_differences(switched) -> 
         assert row["elasticity"] == pytest.approx(fd, rel=0.02, abs=1e-3), row
         checked += 1
     assert checked, "no continuous parameter among the largest sensitivities"
-
-
-def _scaled(m: StepModel, path: str, factor: float) -> StepModel:
-    values = dict(m.scenario.values)
-    sym = m.scenario.by_path[path]
-    values[sym] = values[sym] * factor
-    return attrs.evolve(m, scenario=attrs.evolve(m.scenario, values=values))
 
 
 def test_pd_switch_points_print(switched) -> None:

@@ -13,7 +13,6 @@ import math
 import shlex
 from typing import Any
 
-import attrs
 import numpy as np
 import pytest
 
@@ -21,6 +20,7 @@ from stepwall.analyses.crossover import crossover
 from stepwall.apps import switch
 from stepwall.cli import main
 from stepwall.model.compose import StepModel, build_model
+from stepwall.testing import scaled
 
 ARGV = ["search", "deepseek-v3-fp8", "--hardware", "h200", "--cluster", "hgx-h200-ib",
         "--gpus", "8", "--engine", "trtllm", "--switch-points", "--spread", "0", "-q"]  # fmt: skip
@@ -74,13 +74,6 @@ def test_switch_points_are_the_brute_force_crossings(answer) -> None:
         assert s["tokens_per_s_per_gpu"] == pytest.approx(u * c, rel=0.02)
 
 
-def _scaled(m: StepModel, path: str, factor: float) -> StepModel:
-    values = dict(m.scenario.values)
-    sym = m.scenario.by_path[path]
-    values[sym] = values[sym] * factor
-    return attrs.evolve(m, scenario=attrs.evolve(m.scenario, values=values))
-
-
 def test_sensitivities_match_finite_differences(answer) -> None:
     s = next(s for s in answer["switch_points"] if s["users_per_gpu"] is not None)
     ma, mb = (model(s, answer["frontier"], side) for side in ("from", "to"))
@@ -92,8 +85,8 @@ def test_sensitivities_match_finite_differences(answer) -> None:
         h = 1e-3
         roots = []
         for f in (1 + h, 1 - h):
-            a = _scaled(ma, row["parameter"], f) if row["side"] == "from" else ma
-            b = _scaled(mb, row["parameter"], f) if row["side"] == "to" else mb
+            a = scaled(ma, row["parameter"], f) if row["side"] == "from" else ma
+            b = scaled(mb, row["parameter"], f) if row["side"] == "to" else mb
             roots.append(float(crossover(a, b, key, "tokens_per_s_per_user", per_gpu=True).value))
         fd = (math.log(roots[0]) - math.log(roots[1])) / (math.log(1 + h) - math.log(1 - h))
         assert row["elasticity"] == pytest.approx(fd, rel=0.02, abs=1e-3), row

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
 from stepwall import cli
@@ -164,6 +165,15 @@ def stepwall_plugin() -> PluginKit:
     --json`` dict. Nothing outside the kit sees the plugin.
     """
     return PluginKit()
+
+
+def scaled(model: StepModel, path: str, factor: float) -> StepModel:
+    """``model`` with the value at spec path ``path`` times ``factor`` (a finite-difference
+    step on one parameter)."""
+    values = dict(model.scenario.values)
+    sym = model.scenario.by_path[path]
+    values[sym] = values[sym] * factor
+    return attrs.evolve(model, scenario=attrs.evolve(model.scenario, values=values))
 
 
 def with_flags(argv: Iterable[str], extra: Iterable[str]) -> list[str]:

@@ -42,7 +42,7 @@ import sympy as sp
 
 from stepwall.apps import launch, switch
 from stepwall.apps.recommend import Sizing, per_gpu_cost, replica_of
-from stepwall.apps.report.plots import _figure, _svg
+from stepwall.apps.report.plots import _figure
 from stepwall.apps.search import (
     Condition,
     Plan,
@@ -51,6 +51,7 @@ from stepwall.apps.search import (
     Spec,
     config_text,
     evaluate_block,
+    frontier_chart,
     layout_degrees,
     names,
     pareto,
@@ -61,6 +62,7 @@ from stepwall.apps.search import (
     progress_bar,
     run_search,
     search_spec,
+    switch_lines,
     tasks,
 )
 from stepwall.core.errors import SpecError
@@ -764,7 +766,7 @@ def text(result: DisaggResult) -> str:
                 lines.append(f"     {p['command']}")
             lines += [f"     {line}" for line in launch_lines(p.get("launch"))]
     if result.switches is not None:
-        lines += switch_lines(result.switches, degrees)
+        lines += switch_lines(result.switches, degrees, side_text, "deployment")
     return "\n".join(lines)
 
 
@@ -776,29 +778,6 @@ def side_text(side: Mapping[str, Any], degrees: Sequence[str]) -> str:
     return (
         f"{side['prefill_instances']} × prefill({pre}) + {side['decode_instances']} × decode({dec})"
     )
-
-
-def switch_lines(points: Sequence[Mapping[str, Any]], degrees: Sequence[str]) -> list[str]:
-    """The switch points of a P/D frontier as text: where, between which deployments, how
-    the root was found, the prefill pools' utilisation there, the largest sensitivities."""
-    out = ["switch points (where the best deployment along the frontier changes):"]
-    if not points:
-        out.append("  none: one deployment holds each frontier")
-    for s in points:
-        head = f"  {s['option']}: {side_text(s['from'], degrees)} → {side_text(s['to'], degrees)}"
-        if s["users_per_gpu"] is None:
-            out.append(f"{head}: their curves do not cross ({s['note']})")
-            continue
-        rho = [f"{r:.3g}" for r in s.get("prefill_utilisation", []) if r is not None]
-        load = f"; prefill utilisation there {' and '.join(rho)}" if rho else ""
-        out.append(f"{head}: at {_num(s['tokens_per_s_per_user'])} tokens/s per user, "
-                   f"{_num(s['tokens_per_s_per_gpu'])} tokens/s per GPU, "
-                   f"{_num(s['users_per_gpu'])} users per GPU ({s['method']}){load}")  # fmt: skip
-        top = ", ".join(f"{r['parameter']} [{r['side']}] {r['elasticity']:+.3g}"
-                        for r in s["sensitivities"][:3])  # fmt: skip
-        if top:
-            out.append(f"    ∂ln c*/∂ln p: {top}")
-    return out
 
 
 def plot(result: DisaggResult, title: str = "") -> bytes:
@@ -827,21 +806,10 @@ def plot(result: DisaggResult, title: str = "") -> bytes:
             if pts:
                 ax.scatter([p[spec.x] for p in pts], [p[spec.y] for p in pts], color=color,
                            marker=marker, s=18, zorder=3)  # fmt: skip
-    for t in spec.targets:
-        if t.metric == spec.x:
-            ax.axvline(t.value, color="#444444", linestyle="--", linewidth=0.8)
-            ax.annotate(t.text, (t.value, 1.0), xycoords=("data", "axes fraction"),
-                        xytext=(3, -12), textcoords="offset points", fontsize=7)  # fmt: skip
     ax.scatter([], [], color="#444444", marker="o", s=18, label="aggregated point")
     ax.scatter([], [], color="#444444", marker="^", s=18, label="P/D point")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(_label(spec.x))
-    ax.set_ylabel(_label(spec.y))
-    ax.legend(fontsize=7)
-    ax.set_title(title or f"{result.decode.model}: aggregated and P/D frontier")
-    data: bytes = _svg(fig)
-    return data
+    name = title or f"{result.decode.model}: aggregated and P/D frontier"
+    return frontier_chart(fig, ax, spec, spec.targets, name, legend=7)
 
 
 def _num(v: Any) -> str:

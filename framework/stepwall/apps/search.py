@@ -1536,21 +1536,28 @@ def text(result: Result) -> str:
     return "\n".join(lines)
 
 
-def switch_lines(points: Sequence[Mapping[str, Any]], degrees: Sequence[str]) -> list[str]:
+def switch_lines(
+    points: Sequence[Mapping[str, Any]],
+    degrees: Sequence[str],
+    describe: Callable[[Mapping[str, Any], Sequence[str]], str] = config_text,
+    what: str = "layout",
+) -> list[str]:
     """The frontier's switch points (`stepwall.apps.switch`) as text: where, between which
-    layouts, how the root was found, its largest sensitivities."""
-    out = ["switch points (where the best layout along the frontier changes):"]
+    layouts (each side as ``describe`` writes it: a P/D frontier's deployments), how the root
+    was found, a P/D side's prefill utilisation there, its largest sensitivities."""
+    out = [f"switch points (where the best {what} along the frontier changes):"]
     if not points:
-        out.append("  none: one layout holds each frontier")
+        out.append(f"  none: one {what} holds each frontier")
     for s in points:
-        head = (f"  {s['option']}: {config_text(s['from'], degrees)} → "
-                f"{config_text(s['to'], degrees)}")  # fmt: skip
+        head = f"  {s['option']}: {describe(s['from'], degrees)} → {describe(s['to'], degrees)}"
         if s["users_per_gpu"] is None:
             out.append(f"{head}: their curves do not cross ({s['note']})")
             continue
+        rho = [f"{r:.3g}" for r in s.get("prefill_utilisation", []) if r is not None]
+        load = f"; prefill utilisation there {' and '.join(rho)}" if rho else ""
         out.append(f"{head}: at {_num(s['tokens_per_s_per_user'])} tokens/s per user, "
                    f"{_num(s['tokens_per_s_per_gpu'])} tokens/s per GPU, "
-                   f"{_num(s['users_per_gpu'])} users per GPU ({s['method']})")  # fmt: skip
+                   f"{_num(s['users_per_gpu'])} users per GPU ({s['method']}){load}")  # fmt: skip
         top = ", ".join(f"{r['parameter']} [{r['side']}] {r['elasticity']:+.3g}"
                         for r in s["sensitivities"][:3])  # fmt: skip
         if top:
@@ -1600,24 +1607,25 @@ def plot(result: Result, title: str = "") -> bytes:
         xs = [p[spec.x] for p in pts]
         ys = [p[spec.y] for p in pts]
         ax.plot(xs, ys, marker="o", markersize=3, label=opt.label)
-    for entry in result.best:
-        t = next((c for c in spec.targets if c.text == entry["target"]), None)
-        if t is not None and t.metric == spec.x:
+    targets = [t for t in spec.targets if any(e["target"] == t.text for e in result.best)]
+    return frontier_chart(fig, ax, spec, targets, title or f"{result.plan.model}: Pareto frontier")
+
+
+def frontier_chart(fig: Any, ax: Any, spec: Spec, targets: Sequence[Condition], title: str,
+                   legend: int = 8) -> bytes:  # fmt: skip
+    """A frontier chart finished: a dashed line at each target on the x axis, log axes
+    labelled with the x and y metrics, the legend and the title (deterministic SVG)."""
+    for t in targets:
+        if t.metric == spec.x:
             ax.axvline(t.value, color="#444444", linestyle="--", linewidth=0.8)
-            ax.annotate(
-                t.text,
-                (t.value, 1.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(3, -12),
-                textcoords="offset points",
-                fontsize=7,
-            )
+            ax.annotate(t.text, (t.value, 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(3, -12), textcoords="offset points", fontsize=7)  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(_label(spec.x))
     ax.set_ylabel(_label(spec.y))
-    ax.legend(fontsize=8)
-    ax.set_title(title or f"{result.plan.model}: Pareto frontier")
+    ax.legend(fontsize=legend)
+    ax.set_title(title)
     data: bytes = _svg(fig)
     return data
 
