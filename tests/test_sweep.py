@@ -11,6 +11,7 @@ import pytest
 
 from stepwall.apps import sweep
 from stepwall.cli import main
+from stepwall.core import progress
 from stepwall.core.errors import SpecError
 from stepwall.core.progress import ProgressBar
 from stepwall.model.compose import build_model
@@ -187,3 +188,18 @@ def test_progress_bar_only_on_a_terminal():
     sweep.run_sweep(SCENARIO, [("parallel.tp", [8, 16])], progress=ProgressBar(tty, after=0.0))
     sweep.run_sweep(SCENARIO, [("parallel.tp", [8, 16])], progress=ProgressBar(pipe, after=0.0))
     assert "2/2" in tty.getvalue() and pipe.getvalue() == ""
+
+
+@pytest.mark.parametrize(("done", "total", "seconds"), [(5, 5, 6.2), (1024, 2048, 5.0),
+                                                        (3_000_000, 9_000_000, 7.5)])  # fmt: skip
+def test_every_progress_line_is_one_the_docs_tool_leaves_out(done, total, seconds) -> None:
+    """Off a terminal progress comes as a line every few seconds, so whether one appears
+    depends on the machine's speed: tools/docs_console.py drops lines matching PROGRESS_LINE,
+    which must match every line ProgressBar writes."""
+    clock = iter([0.0, seconds])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(progress, "_now", lambda: next(clock))
+        out = io.StringIO()
+        ProgressBar(out)(done, total)
+    line = out.getvalue()
+    assert line and progress.PROGRESS_LINE.fullmatch(line.rstrip("\n")), line

@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from stepwall.core.progress import PROGRESS_LINE
+
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^( *)```console\n\1\$ ([^\n]*)\n(.*?)^\1```", re.S | re.M)
 HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
@@ -38,7 +40,9 @@ def run(command: str, env: dict[str, str] | None = None) -> str:
     out = subprocess.run(
         ["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, env=environ, check=False
     )
-    return out.stdout + out.stderr
+    # progress lines come or not with the machine's load (`PROGRESS_LINE`): not output
+    err = out.stderr.splitlines(keepends=True)
+    return out.stdout + "".join(e for e in err if not PROGRESS_LINE.fullmatch(e.rstrip("\n")))
 
 
 def _split(first: str, rest: str) -> tuple[str, str]:

@@ -4,11 +4,15 @@ so that the CLI can import it at start-up."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import Any
 
 EVERY = 5.0  # seconds between progress lines where stderr is not a terminal
+# a progress line as `ProgressBar` writes it off a terminal: when one comes depends on the
+# machine's speed, so a tool that compares output (tools/docs_console.py) leaves them out
+PROGRESS_LINE = re.compile(r"^stepwall: [\d,]+/[\d,]+ \w+ \(\d+%\), [\d.,e+-]+ \w+/s")
 
 
 def _now() -> float:
