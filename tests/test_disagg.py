@@ -233,6 +233,29 @@ def test_bad_requests_are_one_line_errors(
     assert says in refusal(capsys, *with_flags(SMALL, extra))
 
 
+def test_max_gpus_bounds_aggregated_deployments_too() -> None:
+    """--max-gpus bounds a deployment's GPUs, and an aggregated deployment is one instance:
+    with --gpus 4,8 and a bound of 6, no 8-GPU point of either mode is on the frontier or
+    picked at a target, and 4-GPU aggregated ones are."""
+    argv = [
+        *with_flags(SMALL, ["--gpus", "4,8", "--max-gpus", "6", "--ttft", "p90<=100s"]),
+        "--json",
+    ]
+    code, out, err = run(argv)
+    assert code == 0, err
+    doc = json.loads(out)
+    points = [*doc["frontier"], *(o["point"] for t in doc["targets"] for o in t["options"]
+                                  if o["point"] is not None)]  # fmt: skip
+    assert points and all(p["gpus"] <= 6 for p in points)
+    assert any(p["mode"] == "aggregated" and p["gpus"] == 4 for p in points)
+
+
+def test_max_gpus_below_every_instance_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bound no instance fits in (8-GPU decode and aggregated, 4-GPU prefill, bound 4):
+    a one-line refusal naming --max-gpus, not an empty frontier."""
+    assert "--max-gpus" in refusal(capsys, *with_flags(SMALL, ["--max-gpus", "4"]))
+
+
 def test_a_prefill_flag_without_disagg_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["search", MODEL, "--hardware", HW, "--cluster", CLUSTER, "--prefill-gpus", "4"]
     assert "--disagg" in refusal(capsys, *argv)

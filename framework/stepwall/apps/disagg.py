@@ -598,7 +598,7 @@ def plans(
         raise SpecError("search --disagg", "--vary", f"{bad[0].partition('=')[0].strip()} "
                         "would pair pools at different values", "decoding.KEY=… only (the "
                         "decode pool's), or --set for both pools")  # fmt: skip
-    agg = plan_of(ns, registry, spec) if aggregated else None
+    agg = _aggregated_plan(ns, registry, spec) if aggregated else None
     decode = plan_of(ns, registry, rest, workload="decode",
                      sets=[*ns.sets, "workload.kv_transfer=true"])  # fmt: skip
     hardware = names(ns.prefill_hardware) or names(ns.hardware)
@@ -618,8 +618,36 @@ def plans(
                else PREFILL_BATCH),
         only=[parse_only(o) for o in ns.prefill_only],
     )  # fmt: skip
+    if ns.max_gpus is not None:
+        _check_bound(ns.max_gpus, decode)
     return agg, decode, prefill, Request(ns.isl, ns.osl, ns.max_gpus, limits,
                                                 _prefill_of(decode, prefill))  # fmt: skip
+
+
+def _smallest(plan: Plan) -> int | None:
+    """The fewest GPUs of an instance ``plan`` lays out (None: it lays out none)."""
+    sizes = [int(np.min(v.layouts.gpus)) for v in plan.variants if len(v.layouts.gpus)]
+    return min(sizes, default=None)
+
+
+def _check_bound(max_gpus: int, decode: Plan) -> None:
+    """Refuse a ``--max-gpus`` no deployment fits in: fewer GPUs than the smallest instance
+    ``--gpus`` lays out (an aggregated one is laid out as a decode one, and a P/D deployment
+    needs a decode instance and more)."""
+    smallest = _smallest(decode)
+    if smallest is not None and max_gpus < smallest:
+        raise SpecError("search --disagg", "--max-gpus", f"{max_gpus}: no deployment fits",
+                        f"at least {smallest}, the smallest instance --gpus lays out")  # fmt: skip
+
+
+def _aggregated_plan(ns: SearchOptions, registry: Any, spec: Spec) -> Plan | None:
+    """The aggregated search of a ``--disagg`` request: its instances within ``--max-gpus``
+    (an aggregated deployment is one instance, so the bound is on its GPUs too); None where
+    no ``--gpus`` count is within it."""
+    if ns.max_gpus is None or ns.gpus is None:
+        return plan_of(ns, registry, spec)
+    counts = tuple(g for g in parse_counts(ns.gpus, "--gpus") if g <= ns.max_gpus)
+    return plan_of(ns, registry, spec, gpus=counts) if counts else None
 
 
 def _prefill_of(decode: Plan, prefill: Plan) -> tuple[int, ...]:
@@ -845,13 +873,12 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
             raise SpecError("--plot", str(ns.plot), "is the -o file too", "another file")
     spec = search_spec(ns, registry)
     aggregated, decode, prefill, request = plans(ns, registry, spec)
-    assert aggregated is not None  # asked for
-    warn((*aggregated.warnings, *decode.warnings, *prefill.warnings))
+    warn((*(aggregated.warnings if aggregated else ()), *decode.warnings, *prefill.warnings))
     bar = progress_bar(ns.quiet)
-    total = aggregated.total + decode.total + prefill.total
-    done = [aggregated.total]
-    agg = run_search(aggregated, chunk=ns.chunk,
-                     progress=lambda d, _t: bar(d, total))  # fmt: skip
+    total = (aggregated.total if aggregated else 0) + decode.total + prefill.total
+    done = [aggregated.total if aggregated else 0]
+    agg = (run_search(aggregated, chunk=ns.chunk, progress=lambda d, _t: bar(d, total))
+           if aggregated is not None else None)  # fmt: skip
 
     def tick(n: int) -> None:
         done[0] += n
