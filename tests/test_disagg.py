@@ -225,6 +225,7 @@ def test_a_percentile_ttft_filters_the_aggregated_search() -> None:
         (["--ttft", "p95<=1s"], "--ttft"),
         (["--scheduler", "tcp://127.0.0.1:1"], "--dask"),
         (["--plot", "frontier.png"], "--plot"),
+        (["--workload", "decode"], "--workload"),
     ],
 )  # fmt: skip
 def test_bad_requests_are_one_line_errors(

@@ -858,6 +858,10 @@ def check_options(ns: SearchOptions) -> None:
                         "target", '--at, e.g. --at "tokens_per_s_per_user>=50"')  # fmt: skip
     if ns.format not in (None, "text", "json"):
         raise SpecError("search --disagg", "--format", f"{ns.format}", "text or json")
+    if ns.workload != "serving":  # the aggregated side would price decode alone
+        raise SpecError("search --disagg", "--workload", f"{ns.workload}: the deployments are "
+                        "priced whole (prefill and decode)", "no --workload (each pool takes "
+                        "its own; the aggregated side serves)")  # fmt: skip
 
 
 def run_cli(ns: SearchOptions, registry: Any) -> int:
