@@ -618,8 +618,7 @@ def plans(
                else PREFILL_BATCH),
         only=[parse_only(o) for o in ns.prefill_only],
     )  # fmt: skip
-    if ns.max_gpus is not None:
-        _check_bound(ns.max_gpus, decode)
+    _check_bound(ns.max_gpus, decode)
     return agg, decode, prefill, Request(ns.isl, ns.osl, ns.max_gpus, limits,
                                                 _prefill_of(decode, prefill))  # fmt: skip
 
@@ -630,12 +629,12 @@ def _smallest(plan: Plan) -> int | None:
     return min(sizes, default=None)
 
 
-def _check_bound(max_gpus: int, decode: Plan) -> None:
+def _check_bound(max_gpus: int | None, decode: Plan) -> None:
     """Refuse a ``--max-gpus`` no deployment fits in: fewer GPUs than the smallest instance
     ``--gpus`` lays out (an aggregated one is laid out as a decode one, and a P/D deployment
     needs a decode instance and more)."""
     smallest = _smallest(decode)
-    if smallest is not None and max_gpus < smallest:
+    if max_gpus is not None and smallest is not None and max_gpus < smallest:
         raise SpecError("search --disagg", "--max-gpus", f"{max_gpus}: no deployment fits",
                         f"at least {smallest}, the smallest instance --gpus lays out")  # fmt: skip
 
@@ -864,6 +863,15 @@ def check_options(ns: SearchOptions) -> None:
                         "its own; the aggregated side serves)")  # fmt: skip
 
 
+def _run_aggregated(plan: Plan | None, chunk: int, progress: Callable[[int], None]
+                    ) -> tuple[Result | None, int]:  # fmt: skip
+    """The aggregated search of a ``--disagg`` request (none where ``--max-gpus`` left it no
+    instance) and the points it evaluated, for the progress bar."""
+    if plan is None:
+        return None, 0
+    return run_search(plan, chunk=chunk, progress=lambda d, _t: progress(d)), plan.total
+
+
 def run_cli(ns: SearchOptions, registry: Any) -> int:
     """``stepwall search --disagg``: the three searches, their combination, with
     ``--switch-points`` the frontier's switch points (`stepwall.apps.switch`), the output."""
@@ -877,12 +885,12 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
             raise SpecError("--plot", str(ns.plot), "is the -o file too", "another file")
     spec = search_spec(ns, registry)
     aggregated, decode, prefill, request = plans(ns, registry, spec)
-    warn((*(aggregated.warnings if aggregated else ()), *decode.warnings, *prefill.warnings))
+    searched = [p for p in (aggregated, decode, prefill) if p is not None]
+    warn(tuple(w for p in searched for w in p.warnings))
     bar = progress_bar(ns.quiet)
-    total = (aggregated.total if aggregated else 0) + decode.total + prefill.total
-    done = [aggregated.total if aggregated else 0]
-    agg = (run_search(aggregated, chunk=ns.chunk, progress=lambda d, _t: bar(d, total))
-           if aggregated is not None else None)  # fmt: skip
+    total = sum(p.total for p in searched)
+    agg, first = _run_aggregated(aggregated, ns.chunk, lambda d: bar(d, total))
+    done = [first]
 
     def tick(n: int) -> None:
         done[0] += n
