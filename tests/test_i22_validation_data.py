@@ -172,3 +172,24 @@ def test_latency_rows_are_times_at_load() -> None:
         _, dim = parse_quantity(r["measured"])
         assert dim == parse_quantity("1 s")[1], r["id"]
         assert _concurrency(r) > 1, r["id"]
+
+
+WITHDRAWN = TABLES / "withdrawn"
+
+
+def test_withdrawn_rows_are_not_scored_but_still_load() -> None:
+    """A withdrawn table is outside the scored tables (none of its ids is in them), loads as a
+    table (so `stepwall validate FILE` prices it) and says why in its description; its rows
+    name their sources like any draft row."""
+    files = sorted(WITHDRAWN.glob("*.toml"))
+    assert files
+    scored = {r.spec.id for r in validate.load_rows(validate.default_tables())}
+    assert all(p.parent == TABLES for p in validate.default_tables())
+    for path in files:
+        doc = _toml(path)
+        assert doc["description"].startswith("Withdrawn (not scored): "), path
+        rows = validate.load_rows([path])
+        assert len(rows) == len(doc["row"]) >= 1
+        assert not {r.spec.id for r in rows} & scored, path
+        for r in doc["row"]:
+            assert r["url"].startswith("https://") and r["evidence"].strip(), r["id"]
