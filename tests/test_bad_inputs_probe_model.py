@@ -505,6 +505,33 @@ CASES: list[tuple[str, list[str], int | None, str]] = [
         "model.n_layers",
     ),
     ("eval-one-layer", ["eval", BASE, "--set", "model.n_layers=1"], EITHER, ""),
+    # counts the laws loop over: a trillion picks, groups or drafts hung the build (or overflowed
+    # a float in the group-limited law at 256 groups) before the constraints could refuse them
+    (
+        "eval-trillion-picks",
+        ["eval", "dsv3-h200-ep32-decode", "--set", "model.experts_per_token=1000000000000"],
+        REFUSE,
+        "--set:model.experts_per_token: 1000000000000 is out of range (expected a value ≤ 64)",
+    ),
+    (
+        "eval-256-groups-of-256",
+        [
+            "eval",
+            "dsv3-h200-ep32-decode",
+            "--set",
+            "model.n_group=256",
+            "--set",
+            "model.topk_group=256",
+        ],
+        REFUSE,
+        "--set:model.topk_group: 256 is out of range (expected a value ≤ 64)",
+    ),
+    (
+        "eval-trillion-drafts",
+        ["eval", "dsr1-fp4-b200-tep8-mtp3-decode", "--set", "decoding.drafts=1000000000000"],
+        REFUSE,
+        "--set:decoding.drafts: 1000000000000 is out of range (expected a value ≤ 64)",
+    ),
 ]
 
 

@@ -70,7 +70,12 @@ class DDTree:
 @attrs.frozen
 class Mtp:
     drafts: int = quantity(
-        "dimensionless", "draft tokens in the chain (verify M = 1 + n)", latex="n", integer=True
+        "dimensionless",
+        "draft tokens in the chain (verify M = 1 + n; at most 64: τ is summed term by term, and "
+        "chain drafters run 1-8)",
+        latex="n",
+        integer=True,
+        maximum=64,
     )
     acceptance: float | None = quantity(
         "dimensionless",

@@ -28,6 +28,16 @@ def _bits(doc: str, latex: str, default: Any = attrs.NOTHING) -> Any:
     return quantity("information", doc, latex=latex, default=default)
 
 
+# The routing laws (`destination_ranks`, `destination_nodes`) multiply over a token's k picks
+# and sum over its t groups term by term: k and t above this are refused, not built (today's
+# models pick 1-22 experts from at most 8 groups).
+MOST_PICKS = 64
+
+
+def _picks(doc: str, latex: str, **kw: Any) -> Any:
+    return quantity("dimensionless", doc, latex=latex, integer=True, maximum=MOST_PICKS, **kw)
+
+
 def _switch(doc: str, latex: str) -> Any:
     """A 0/1 choice of the architecture (0 by default)."""
     return quantity("dimensionless", doc, latex=latex, integer=True, minimum=0, inclusive=True,
@@ -65,7 +75,13 @@ class MoeTransformer:
         default=3,
     )
     n_experts: int = _zero_ok("routed experts per MoE layer", "E")
-    experts_per_token: int = _zero_ok("routed experts each token uses (top-k)", "k")
+    experts_per_token: int = _picks(
+        "routed experts each token uses (top-k; at most 64)",
+        "k",
+        minimum=0,
+        inclusive=True,
+        default=0,
+    )
     n_shared_experts: int = _zero_ok("shared experts per MoE layer", "E_{s}")
     expert_intermediate: int = _count("expert FFN intermediate size", "I_{e}", default=1)
     moe_latent: int = _zero_ok(
@@ -223,8 +239,8 @@ class MoeTransformer:
         "G",
         default=1,
     )
-    topk_group: int = _count(
-        "groups each token's experts are chosen from (topk_group; at most n_group)",
+    topk_group: int = _picks(
+        "groups each token's experts are chosen from (topk_group; at most n_group and 64)",
         "t_{G}",
         default=1,
     )
