@@ -25,8 +25,9 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     # physically impossible configurations (the list and their relatives)
     ("model.n_dense_layers=100", REFUSE, "100 > model.n_layers = 61"),
     ("model.n_dense_layers=62", REFUSE, "dense layers are a subset"),
-    ("model.experts_per_token=500", REFUSE, "500 > model.n_experts = 384"),
-    ("model.experts_per_token=385", REFUSE, "top-k among the routed experts"),
+    # above the field's bound of 64 picks, refused before any law is built
+    ("model.experts_per_token=500", REFUSE, "500 is out of range (expected a value ≤ 64)"),
+    ("model.experts_per_token=385", REFUSE, "model.experts_per_token"),
     ("model.n_experts=4", REFUSE, "model.n_experts"),
     ("decoding.accepted_tokens=100", REFUSE, "100 > decoding.budget + 1 = 9"),
     ("decoding.accepted_tokens=9.5", REFUSE, "at most the M tokens"),

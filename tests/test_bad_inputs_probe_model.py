@@ -507,6 +507,20 @@ CASES: list[tuple[str, list[str], int | None, str]] = [
     ("eval-one-layer", ["eval", BASE, "--set", "model.n_layers=1"], EITHER, ""),
     # counts the laws loop over: a trillion picks, groups or drafts hung the build (or overflowed
     # a float in the group-limited law at 256 groups) before the constraints could refuse them
+    # within the bound, the cross-field constraint still names both keys
+    (
+        "eval-top-k-above-experts",
+        [
+            "eval",
+            "k26-b300-tp8-ddtree",
+            "--set",
+            "model.n_experts=32",
+            "--set",
+            "model.experts_per_token=48",
+        ],
+        REFUSE,
+        "48 > model.n_experts = 32",
+    ),
     (
         "eval-trillion-picks",
         ["eval", "dsv3-h200-ep32-decode", "--set", "model.experts_per_token=1000000000000"],
