@@ -429,6 +429,8 @@ NEMOTRON_LISTED = {k: v for k, v in TINY_NEMOTRON.items() if k != "hybrid_overri
         (_msa(sparse_attention_freq=[0, 1, 1]), "sparse_attention_config.sparse_attention_freq"),
         (_msa(sparse_topk_blocks=0), "sparse_attention_config.sparse_topk_blocks"),
         ({**TINY_M3, "moe_layer_freq": [1, 0]}, "moe_layer_freq"),
+        # above the spec field's bound: refused at the config's key, not the written spec's
+        ({**TINY_M3, "num_experts_per_tok": 100}, "num_experts_per_tok"),
     ],
 )
 def test_bad_configs_are_one_line_errors(

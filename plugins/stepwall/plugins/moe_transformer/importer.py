@@ -22,6 +22,7 @@ from functools import partial
 import attrs
 
 from stepwall.core.errors import SpecError
+from stepwall.plugins.moe_transformer.spec import MoeTransformer
 from stepwall.spec.hf import Entry, HFConfig, Module, Precision, bits_text
 
 KIND = "moe-transformer"
@@ -53,6 +54,10 @@ class Draft:
 
     def take(self, field: str, key: str, default: int | None = None, minimum: int = 1) -> int:
         value = self.cfg.count(key, default, minimum=minimum)
+        most = attrs.fields_dict(MoeTransformer)[field].metadata.get("maximum")
+        if most is not None and value > most:  # refused here, under the config's own key
+            raise SpecError(self.cfg.file, self.cfg.key(key), f"is {value}",
+                            f"an integer of at most {most:g}: model.{field}'s bound")  # fmt: skip
         stated = self.cfg.has(key)
         self.put(
             field,
