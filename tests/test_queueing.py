@@ -28,15 +28,16 @@ STEP_TIME, RATE = parameter("q.t", TIME), parameter("q.rate", FREQUENCY)
 
 
 @functools.cache
-def _law(rate: sp.Expr | None) -> Callable[..., list[Any]]:
+def _law(rate: sp.Expr | None, recv_interval: int = 1) -> Callable[..., list[Any]]:
     """TTFT quantiles and requests/s of one replica that serves 1-token decode steps of time t
-    and prefills prompts of ISL tokens in chunks of at most K per iteration (one rank)."""
+    and prefills prompts of ISL tokens in chunks of at most K per iteration (one rank),
+    polling for new requests every ``recv_interval`` decode iterations."""
     step = Step("decode", USERS, USERS, sp.S.One, sp.S.Zero, sp.S.One,
                 USERS * ISL / OSL, completion=OSL, arrival_rate=rate)  # fmt: skip
     ttft = Step("ttft", sp.S.One, sp.S.One, ISL, sp.S.Zero, ISL)
     layout = Layout(sp.S.One, sp.S.One, sp.S.One, sp.S.One, USERS, USERS)
-    service = prefill_service(step, ttft, STEP_TIME, STEP_TIME, Engine(prefill_chunk=CHUNK),
-                              layout)  # fmt: skip
+    engine = Engine(prefill_chunk=CHUNK, recv_interval=recv_interval)
+    service = prefill_service(step, ttft, STEP_TIME, STEP_TIME, engine, layout)
     load = serving_under_load(step, service, STEP_TIME)
     args = [USERS, ISL, OSL, CHUNK, STEP_TIME] + ([RATE] if rate is not None else [])
     outputs = [*(load.ttft[p] for p in QUANTILES), load.request_rate]
@@ -55,26 +56,36 @@ def _simulate(
     users: int = 0,
     decode: float = 0.0,
     rate: float = 0.0,
+    poll: int = 1,
 ) -> tuple[np.ndarray, float]:
     """The scheduler itself, iteration by iteration (t = 1): prompts queue first come first
     served and each iteration prefills up to ``chunk`` of their tokens; a prompt's first
     token comes at the end of the iteration that prefills its last token. Closed loop
     (``users`` > 0): the request then decodes for a geometric number of iterations of mean
     ``decode`` (requests desynchronise) and is replaced, arriving as that iteration ends;
-    open loop: Poisson arrivals at ``rate`` per iteration. Returns the TTFTs after a warm-up
-    tenth, and completed requests per iteration."""
+    open loop: Poisson arrivals at ``rate`` per iteration. The scheduler sees arrivals only
+    when it polls, as SGLang's receive skipper decides (sgl-project/sglang
+    python/sglang/srt/managers/scheduler_recv_skipper.py): before each iteration a counter
+    gains the last iteration's weight, 1 for decode alone and ``poll`` for one that prefilled,
+    and the scheduler polls (and clears it) once it reaches ``poll``. Returns the TTFTs after
+    a warm-up tenth, and completed requests per iteration."""
     rng = np.random.default_rng(seed)
     queue: deque[list[float]] = deque()
     returns = [float(rng.integers(0, int(decode) + 1)) for _ in range(users)]
     heapq.heapify(returns)
     arrival = rng.exponential(1 / rate) if rate else np.inf
-    ttfts = []
+    ttfts: list[float] = []
+    counter, weight = poll, 1
     for it in range(iterations):
-        while returns and returns[0] <= it:
-            queue.append([heapq.heappop(returns), isl])
-        while arrival <= it:
-            queue.append([arrival, isl])
-            arrival += rng.exponential(1 / rate)
+        counter += weight
+        if counter >= poll:
+            counter = 0
+            while returns and returns[0] <= it:
+                queue.append([heapq.heappop(returns), isl])
+            while arrival <= it:
+                queue.append([arrival, isl])
+                arrival += rng.exponential(1 / rate)
+        weight = poll if queue else 1
         budget = chunk
         while queue and budget > 0:
             take = min(budget, queue[0][1])
@@ -114,6 +125,24 @@ def test_poisson_ttft_against_simulation(utilisation: float) -> None:
     assert got[1] == pytest.approx(p90, rel=0.15)
     assert got[2] == pytest.approx(p99, rel=0.25)
     assert got[3] == pytest.approx(done, rel=0.02)
+
+
+# SGLang's --scheduler-recv-interval N: a prompt waits U(0, (N − 1)·t) for the next poll; the
+# prompts a poll finds queue first come first served (one chunk each: s = 1 iteration), and
+# each iteration that prefills is followed by a poll. Light to moderate load (ρ = 0.05-0.2)
+@pytest.mark.parametrize(("users", "rate"), [(8, 0.0), (24, 0.0), (0, 0.05), (0, 0.2)])
+def test_polled_ttft_against_simulation(users: int, rate: float) -> None:
+    isl, chunk, osl, poll = 2048, 2048, 121, 16
+    args = [isl, osl, chunk, 1.0] + ([rate] if rate else [])
+    got = _law(RATE if rate else None, poll)(users or 64, *args)
+    ttfts, done = _simulate(isl, chunk, 100_000, seed=users + 3, users=users, decode=osl - 1,
+                            rate=rate, poll=poll)  # fmt: skip
+    p50, p90 = np.percentile(ttfts, [50, 90])
+    every = _law(RATE if rate else None)(users or 64, *args)[0]  # the same, polling always
+    assert p50 > 2 * every  # the poll dominates
+    assert got[0] == pytest.approx(p50, rel=0.15)
+    assert got[1] == pytest.approx(p90, rel=0.2)
+    assert got[3] == pytest.approx(done, rel=0.05)
 
 
 def test_closed_loop_saturates_linearly() -> None:

@@ -363,7 +363,8 @@ class Engine:
     (``prefill_placement``: ``round_robin`` or ``synchronised``, the latter holding a prompt at
     most ``balance_timeout`` iterations for every rank to have one) and whether prefill chunks ride
     in decode iterations (``prefill_schedule`` ``mixed``) or run in iterations of their own that
-    stall decode (``interleaved``)."""
+    stall decode (``interleaved``); and how often its scheduler polls for new requests
+    (``recv_interval`` decode iterations)."""
 
     layer_kernels: sp.Expr = sp.S.Zero
     floor_factor: sp.Expr = sp.S.One
@@ -394,6 +395,7 @@ class Engine:
     # synchronised placement: iterations a waiting prompt is held at most for every rank
     balance_timeout: sp.Expr = attrs.field(factory=lambda: sp.Integer(50))
     prefill_schedule: str = "mixed"
+    recv_interval: int = 1  # decode iterations between the scheduler's polls for new requests
 
 
 @attrs.frozen

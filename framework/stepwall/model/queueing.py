@@ -30,12 +30,15 @@ class Service:
     """How a replica serves one request: ``latency`` from the start of its prefill to its
     first token, ``occupancy`` of the replica's prefill capacity it holds (0: prefilled
     elsewhere, no queue here), ``decode`` the rest of the request after its first token, and
-    ``slotted``: a prompt that arrives mid-iteration joins at the next one."""
+    ``slotted``: a prompt that arrives mid-iteration joins at the next one. ``poll``: the
+    window W a prompt may wait beyond that for the scheduler to poll for new requests (0 where
+    it polls every iteration)."""
 
     latency: sp.Expr
     occupancy: sp.Expr
     decode: sp.Expr
     slotted: bool
+    poll: sp.Expr = sp.S.Zero
 
 
 def prefill_service(
@@ -55,7 +58,9 @@ def prefill_service(
     pool: its prompts are prefilled elsewhere, L = the ttft step (with the KV transfer),
     s = 0. Decode after the first token: (OSL − 1)/τ steps. A prompt held for the attention
     ranks' balance (``Step.admission_wait`` iterations) reaches its prefill that much later,
-    L += wait·t, without holding the prefill capacity meanwhile."""
+    L += wait·t, without holding the prefill capacity meanwhile. A scheduler that polls for
+    new requests every N decode iterations (``Engine.recv_interval``) lets a prompt wait up
+    to W = (N − 1)·t more for the next poll."""
     decode = (step.completion - 1) * t / step.produced
     if step.name == "prefill":
         return Service(t, t / step.users, sp.S.Zero, True)
@@ -66,7 +71,7 @@ def prefill_service(
     latency = held + sp.Max(sp.ceiling(isl / chunk) * t, t_ttft, evaluate=False)
     occupancy = sp.Max(isl * t / (chunk * layout.ep), t_ttft * layout.cp / layout.ep,
                        evaluate=False)  # fmt: skip
-    return Service(latency, occupancy, decode, True)
+    return Service(latency, occupancy, decode, True, (engine.recv_interval - 1) * t)
 
 
 @attrs.frozen
@@ -83,8 +88,13 @@ class UnderLoad:
 def serving_under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
     """TTFT = the wait for the prefill capacity + L (+ half an iteration, t/2, for an arrival
     between iterations of a slotted server under Poisson arrivals; a closed loop's request
-    arrives as its predecessor's last iteration ends); end-to-end = TTFT + the decode."""
-    s, lat = service.occupancy, service.latency
+    arrives as its predecessor's last iteration ends); end-to-end = TTFT + the decode.
+    With a poll window W (`Service.poll`) a prompt waits U(0, W) for the poll: TTFT_p gains
+    p·W (quantiles added: exact where the other parts are degenerate, an upper bound
+    otherwise). A poll finds λ·W prompts, each queued behind λ·W/2 of them on average (+ρ·W/2,
+    ρ = λ·s), but the scheduler polls again after each iteration that prefills, so a share ρ
+    of the arrivals waits for no poll (−ρ·W/2): to first order the two cancel."""
+    s, lat, poll = service.occupancy, service.latency, service.poll
     rate = step.arrival_rate
     constraints: tuple[Constraint, ...] = ()
     if s == 0:  # no queue at this pool
@@ -92,7 +102,7 @@ def serving_under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
         done = step.users / (lat + service.decode) if rate is None else rate
         return UnderLoad(ttft, ttft[QUANTILES[0]] + service.decode, done, constraints)
     if rate is None:  # closed loop at C
-        cycle = lat + service.decode
+        cycle = lat + service.decode + poll / 2
         rho = closed_loop_utilisation(step.users, cycle, s)
         wait = closed_loop_wait(step.users, cycle, s, rho)
         backlog = sp.Max(0, step.users * s - cycle, evaluate=False)
@@ -102,7 +112,7 @@ def serving_under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
         wait, backlog, done = mg1_wait(rho, s), sp.S.Zero, rate
         residual = t / 2 if service.slotted else sp.S.Zero
         constraints = _open_loop(step, service, rate)
-    ttft = {p: residual + lat + wait_quantile(wait, backlog, rho, p) for p in QUANTILES}
+    ttft = {p: residual + lat + p * poll + wait_quantile(wait, backlog, rho, p) for p in QUANTILES}
     return UnderLoad(ttft, ttft[QUANTILES[0]] + service.decode, done, constraints)
 
 

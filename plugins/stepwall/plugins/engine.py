@@ -141,6 +141,17 @@ class EngineSpec:
         integer=True,
         default=8192,
     )
+    recv_interval: int = quantity(
+        "dimensionless",
+        "decode iterations between the scheduler's polls for new requests (SGLang "
+        "--scheduler-recv-interval; 1: every iteration, the default of every engine): a prompt "
+        "arriving meanwhile waits for the next poll and is prefilled with the others that came",
+        latex="N_{recv}",
+        integer=True,
+        minimum=1,
+        inclusive=True,
+        default=1,
+    )
     draft_limit_batch: int | None = quantity(
         "dimensionless",
         "users per attention rank above which a draft chain verifies at most draft_limit "
@@ -288,6 +299,7 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         prefill_placement=spec.prefill_placement,
         balance_timeout=e.balance_timeout,
         prefill_schedule=spec.prefill_schedule,
+        recv_interval=int(spec.recv_interval),
     )
 
 
