@@ -140,6 +140,22 @@ def test_layouts_an_engine_cannot_run_as_priced_are_refused(launcher, says) -> N
     assert says in e.value.problem
 
 
+def test_a_polling_interval_reaches_sglang_and_is_refused_elsewhere() -> None:
+    """engine.recv_interval = 30 (priced as the wait for SGLang's scheduler to poll) becomes
+    --scheduler-recv-interval 30, a documented option; SGLang refuses it with attention DP and
+    the other engines poll every iteration, so their launches are refused in one line."""
+    flags = _flags(_launch("sglang", 8, 1, 64, ["engine.recv_interval=30"]).commands[0])
+    assert flags["--scheduler-recv-interval"] == "30"
+    assert "--scheduler-recv-interval" in _documented("sglang")["options"]
+    assert "--scheduler-recv-interval" not in _flags(_launch("sglang", 8, 1, 64, []).commands[0])
+    for launcher, tp, ep, says in [("sglang", 1, 8, "asserts not enable_dp_attention"),
+                                   ("vllm", 8, 1, "every iteration"),
+                                   ("trtllm", 8, 1, "every iteration")]:  # fmt: skip
+        with pytest.raises(SpecError) as e:
+            _launch(launcher, tp, ep, 64, ["engine.recv_interval=30"])
+        assert says in e.value.problem, launcher
+
+
 def _cli(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

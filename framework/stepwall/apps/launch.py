@@ -99,6 +99,7 @@ class Deployment:
     overlap: bool
     dispatcher: str
     role: str = ""  # "prefill" or "decode" in a disaggregated deployment; "": aggregated
+    recv_interval: int = 1  # decode iterations between the scheduler's polls for requests
 
     @classmethod
     def of(cls, sc: Scenario) -> Deployment:
@@ -118,7 +119,8 @@ class Deployment:
                    int(num("engine.prefill_chunk", 8192)), num("engine.memory_fraction", 1.0),
                    int(num("engine.kv_block", 1)), num("model.kv_bits", 2.0) <= FP8_BYTES,
                    int(num("decoding.drafts")) if mtp else 0,
-                   bool(engine.two_batch_overlap), str(engine.dispatcher), role)  # fmt: skip
+                   bool(engine.two_batch_overlap), str(engine.dispatcher), role,
+                   int(num("engine.recv_interval", 1)))  # fmt: skip
 
 
 def launch(sc: Scenario, emit: str) -> Launch:
@@ -217,7 +219,18 @@ def _command(head: Sequence[str], args: Sequence[tuple[str, Any]]) -> tuple[str,
     return shlex.join(words), tuple(o for o, _ in args)
 
 
+def _polls_every_iteration(launcher: str, d: Deployment) -> None:
+    """Only SGLang's scheduler polls for requests less often than every iteration."""
+    if d.recv_interval > 1:
+        raise _refuse(launcher, f"engine.recv_interval {d.recv_interval}: its scheduler takes "
+                      "new requests every iteration", "engine.recv_interval = 1")  # fmt: skip
+
+
 def _sglang(d: Deployment, version: str) -> Launch:
+    if d.recv_interval > 1 and d.ep > 1:
+        raise _refuse("sglang", f"engine.recv_interval {d.recv_interval} with attention DP "
+                      f"(ep {d.ep}): SGLang's receive skipper asserts not enable_dp_attention",
+                      "engine.recv_interval = 1, or ep = 1")  # fmt: skip
     args: list[tuple[str, Any]] = [("--model-path", "MODEL"), ("--tp-size", d.tp * d.ep)]
     if d.ep > 1:
         args += [("--dp-size", d.ep), ("--enable-dp-attention", True), ("--ep-size", d.ep)]
@@ -235,6 +248,8 @@ def _sglang(d: Deployment, version: str) -> Launch:
     ]
     if d.fp8_kv:
         args.append(("--kv-cache-dtype", "fp8_e4m3"))
+    if d.recv_interval > 1:
+        args.append(("--scheduler-recv-interval", d.recv_interval))
     if d.drafts:
         args += [("--speculative-algorithm", "EAGLE"), ("--speculative-num-steps", d.drafts),
                  ("--speculative-eagle-topk", 1),
@@ -248,6 +263,7 @@ def _sglang(d: Deployment, version: str) -> Launch:
 
 
 def _vllm(d: Deployment, version: str) -> Launch:
+    _polls_every_iteration("vllm", d)
     if d.tp > 1 and d.ep > 1:
         raise _refuse("vllm", f"tp {d.tp} × ep {d.ep}: vLLM spreads experts over all "
                       f"{d.tp * d.ep} GPUs with --enable-expert-parallel, not the tp-split "
@@ -285,6 +301,7 @@ def _vllm(d: Deployment, version: str) -> Launch:
 
 
 def _trtllm(d: Deployment, version: str) -> Launch:
+    _polls_every_iteration("trtllm", d)
     if d.tp > 1 and d.ep > 1:
         raise _refuse("trtllm", f"tp {d.tp} × ep {d.ep}: TensorRT-LLM's attention DP runs "
                       f"attention data-parallel over all {d.tp * d.ep} GPUs, not over ep groups "
