@@ -145,6 +145,22 @@ def test_polled_ttft_against_simulation(users: int, rate: float) -> None:
     assert got[3] == pytest.approx(done, rel=0.05)
 
 
+def test_a_polled_open_loop_counts_the_requests_waiting_for_the_poll_in_flight() -> None:
+    """Little's law with a poll window W: λ·(L + W/2 + D) ≤ C. At C = 8, L = 1, D = 120 and
+    W = 15 (N = 16), λ = 8/125 fits L + D (7.74 in flight) but not the wait for the poll (8.22)."""
+    step = Step("decode", USERS, USERS, sp.S.One, sp.S.Zero, sp.S.One, USERS * ISL / OSL,
+                completion=OSL, arrival_rate=RATE)  # fmt: skip
+    ttft = Step("ttft", sp.S.One, sp.S.One, ISL, sp.S.Zero, ISL)
+    layout = Layout(sp.S.One, sp.S.One, sp.S.One, sp.S.One, USERS, USERS)
+    values = {USERS: 8, ISL: 2048, OSL: 121, CHUNK: 2048, STEP_TIME: 1, RATE: sp.Rational(8, 125)}
+    for interval, fits in ((1, True), (16, False)):
+        engine = Engine(prefill_chunk=CHUNK, recv_interval=interval)
+        service = prefill_service(step, ttft, STEP_TIME, STEP_TIME, engine, layout)
+        load = serving_under_load(step, service, STEP_TIME)
+        (little,) = [c for c in load.constraints if c.name == "arrivals_fit_concurrency"]
+        assert bool(little.relation.subs(values)) is fits, interval
+
+
 def test_closed_loop_saturates_linearly() -> None:
     """Past the knee every added request waits one more occupancy: TTFT grows by s per user."""
     law = _law(None)

@@ -118,14 +118,15 @@ def serving_under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
 
 def _open_loop(step: Step, service: Service, rate: sp.Expr) -> tuple[Constraint, ...]:
     """Poisson arrivals need a stable prefill queue (ρ = λ·s < 1) and, by Little's law, no
-    more requests in prefill and decode at once than the C the step is costed for."""
+    more requests waiting for a poll, in prefill and in decode at once than the C the step is
+    costed for."""
     keys = ("workload.request_rate", "workload.concurrency")
     return (
         Constraint("prefill_queue_stable", rate * service.occupancy < 1,
                    "requests must arrive slower than the replica prefills them", keys,
                    COMPOSER, ("prefill utilisation", "")),
         Constraint("arrivals_fit_concurrency",
-                   rate * (service.latency + service.decode) <= step.users,
+                   rate * (service.latency + service.poll / 2 + service.decode) <= step.users,
                    "the requests in flight (arrival rate × prefill and decode time) must fit "
                    "the concurrency", keys, COMPOSER, ("requests in flight", "")),
     )  # fmt: skip
