@@ -127,6 +127,7 @@ def _open_loop(step: Step, service: Service, rate: sp.Expr) -> tuple[Constraint,
                    COMPOSER, ("prefill utilisation", "")),
         Constraint("arrivals_fit_concurrency",
                    rate * (service.latency + service.poll / 2 + service.decode) <= step.users,
-                   "the requests in flight (arrival rate × prefill and decode time) must fit "
-                   "the concurrency", keys, COMPOSER, ("requests in flight", "")),
+                   "the requests in flight (arrival rate × the time from arrival to last "
+                   "token) must fit the concurrency", keys, COMPOSER,
+                   ("requests in flight", "")),
     )  # fmt: skip
