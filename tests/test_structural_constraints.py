@@ -233,6 +233,17 @@ def _edges(model: Any) -> list[tuple[str, dict[str, float], dict[str, float]]]:
              {"model.n_kv_heads": heads + 1}),
             ("kv_heads_group_heads", {"model.n_kv_heads": heads}, {"model.n_kv_heads": odd}),
         ]  # fmt: skip
+    elif spec.attention == "compressed":  # DeepSeek-V4: `compressed_attention_params` and co.
+        csa = layers - v["model.linear_layers"] - v["model.hca_layers"]
+        out += [
+            ("compressed_window_positive", {"model.sliding_window": 1},
+             {"model.sliding_window": 0}),
+            ("compressed_layers_within_layers", {"model.csa_layers": csa},
+             {"model.csa_layers": csa + 1}),
+            ("o_lora_rank_positive", {"model.o_lora_rank": 1}, {"model.o_lora_rank": 0}),
+            ("o_groups_within_heads", {"model.o_groups": heads}, {"model.o_groups": heads + 1}),
+            ("csa_needs_indexer", {"model.index_topk": 1}, {"model.index_topk": 0}),
+        ]  # fmt: skip
     else:
         for name in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
                      "v_head_dim"):  # fmt: skip
