@@ -18,7 +18,7 @@ from stepwall.core.symbols import parameter
 from stepwall.core.terms import Engine, Layout, Step
 from stepwall.core.units import DIMENSIONLESS, FREQUENCY, TIME
 from stepwall.model.compose import build_model
-from stepwall.model.queueing import QUANTILES, prefill_service, serving_under_load
+from stepwall.model.queueing import QUANTILES, UnderLoad, prefill_service, serving_under_load
 from stepwall.numeric.printer import FUNCTION, function_source, namespace
 
 SERVING = "specs/scenarios/llama8b-h100-serving.toml"
@@ -27,18 +27,23 @@ USERS, ISL, OSL, CHUNK = (parameter(f"q.{n}", DIMENSIONLESS) for n in ("c", "isl
 STEP_TIME, RATE = parameter("q.t", TIME), parameter("q.rate", FREQUENCY)
 
 
-@functools.cache
-def _law(rate: sp.Expr | None, recv_interval: int = 1) -> Callable[..., list[Any]]:
-    """TTFT quantiles and requests/s of one replica that serves 1-token decode steps of time t
-    and prefills prompts of ISL tokens in chunks of at most K per iteration (one rank),
-    polling for new requests every ``recv_interval`` decode iterations."""
+def _load(rate: sp.Expr | None, recv_interval: int = 1) -> UnderLoad:
+    """The law for one replica that serves 1-token decode steps of time t and prefills
+    prompts of ISL tokens in chunks of at most K per iteration (one rank), polling for new
+    requests every ``recv_interval`` decode iterations."""
     step = Step("decode", USERS, USERS, sp.S.One, sp.S.Zero, sp.S.One,
                 USERS * ISL / OSL, completion=OSL, arrival_rate=rate)  # fmt: skip
     ttft = Step("ttft", sp.S.One, sp.S.One, ISL, sp.S.Zero, ISL)
     layout = Layout(sp.S.One, sp.S.One, sp.S.One, sp.S.One, USERS, USERS)
     engine = Engine(prefill_chunk=CHUNK, recv_interval=recv_interval)
     service = prefill_service(step, ttft, STEP_TIME, STEP_TIME, engine, layout)
-    load = serving_under_load(step, service, STEP_TIME)
+    return serving_under_load(step, service, STEP_TIME)
+
+
+@functools.cache
+def _law(rate: sp.Expr | None, recv_interval: int = 1) -> Callable[..., list[Any]]:
+    """`_load`'s TTFT quantiles and requests/s as one numpy function."""
+    load = _load(rate, recv_interval)
     args = [USERS, ISL, OSL, CHUNK, STEP_TIME] + ([RATE] if rate is not None else [])
     outputs = [*(load.ttft[p] for p in QUANTILES), load.request_rate]
     source, imports = function_source(args, outputs)  # the model's own printer
@@ -148,16 +153,10 @@ def test_polled_ttft_against_simulation(users: int, rate: float) -> None:
 def test_a_polled_open_loop_counts_the_requests_waiting_for_the_poll_in_flight() -> None:
     """Little's law with a poll window W: λ·(L + W/2 + D) ≤ C. At C = 8, L = 1, D = 120 and
     W = 15 (N = 16), λ = 8/125 fits L + D (7.74 in flight) but not the wait for the poll (8.22)."""
-    step = Step("decode", USERS, USERS, sp.S.One, sp.S.Zero, sp.S.One, USERS * ISL / OSL,
-                completion=OSL, arrival_rate=RATE)  # fmt: skip
-    ttft = Step("ttft", sp.S.One, sp.S.One, ISL, sp.S.Zero, ISL)
-    layout = Layout(sp.S.One, sp.S.One, sp.S.One, sp.S.One, USERS, USERS)
     values = {USERS: 8, ISL: 2048, OSL: 121, CHUNK: 2048, STEP_TIME: 1, RATE: sp.Rational(8, 125)}
     for interval, fits in ((1, True), (16, False)):
-        engine = Engine(prefill_chunk=CHUNK, recv_interval=interval)
-        service = prefill_service(step, ttft, STEP_TIME, STEP_TIME, engine, layout)
-        load = serving_under_load(step, service, STEP_TIME)
-        (little,) = [c for c in load.constraints if c.name == "arrivals_fit_concurrency"]
+        constraints = _load(RATE, interval).constraints
+        (little,) = [c for c in constraints if c.name == "arrivals_fit_concurrency"]
         assert bool(little.relation.subs(values)) is fits, interval
 
 
