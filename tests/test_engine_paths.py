@@ -76,23 +76,25 @@ H200 = spec("hardware", "h200")
 
 def roof_time(flops: float, precision: str, factor: float = 1.0, kind: str = "gemm") -> float:
     """Compute-bound time at the roof's plateau: the grouped GEMMs' own where the precision's
-    section states one (their kernel family), else the GEMM plateau."""
-    roof = H200[precision]
+    section states one (their kernel family), else the GEMM plateau. A weight-only family
+    (wna16) runs at the bf16 roof with its own section's plateau."""
+    roof = H200["bf16" if precision == "wna16" else precision]
+    own = H200.get(precision, {})
     plateau = (
-        roof.get("moe_efficiency", roof["efficiency"])
+        own.get("moe_efficiency", roof["efficiency"])
         if kind == "grouped_gemm"
         else (roof["efficiency"])
     )
     return flops / (si(roof["flops"]) * si(plateau) * factor)
 
 
-def test_fp4_on_hopper_runs_as_w4a16_in_trtllm() -> None:
+def test_fp4_on_hopper_runs_as_wna16_in_trtllm() -> None:
     """gpt-oss's MXFP4 experts on Hopper (no FP4 tensor cores): TensorRT-LLM's kernel path
-    is W4A16, so the math is at the BF16 roof (not the FP8 one the fallback would pick) and
-    the weights are still streamed at their 4.25 bits."""
+    is W4A16, so the math is at the BF16 roof (not the FP8 one the fallback would pick), at
+    the W4A16 kernel family's plateau, and the weights are still streamed at their 4.25 bits."""
     sc = load_scenario(PREFILL, registry().kinds, ["engine=trtllm"])
     (path,) = kernel_paths(sc)
-    assert (path.precision, path.runs_as) == ("fp4", "bf16")
+    assert (path.precision, path.runs_as) == ("fp4", "wna16")
     engine = Engine(kernel_paths=(path,))
     macs = 1e15  # compute-bound: 2 PFLOP against a few bytes
     compute = an_op("fp4", 1e3, macs, "grouped_gemm")
@@ -100,20 +102,55 @@ def test_fp4_on_hopper_runs_as_w4a16_in_trtllm() -> None:
         roof_time(2 * macs, "fp8", kind="grouped_gemm")
     )
     assert seconds(sc, compute, engine) == pytest.approx(
-        roof_time(2 * macs, "bf16", kind="grouped_gemm")
+        roof_time(2 * macs, "wna16", kind="grouped_gemm")
     )
     # memory-bound: 4.25-bit weights of 10^11 parameters, the same bytes either way, streamed
-    # at the rate of the kernel family that runs them (the roof's grouped-GEMM section)
+    # at the rate of the kernel family that runs them (its section's grouped-GEMM values)
     weights = 1e11 * 4.25 / 8
     stream = an_op("fp4", weights, 1e3, "grouped_gemm")
 
-    def bytes_side(roof: str) -> float:
-        return weights / (si(H200["hbm_bandwidth"]) * si(H200[roof]["moe_bandwidth_efficiency"]))
+    def bytes_side(family: str) -> float:
+        eta = H200[family]["moe_bandwidth_efficiency"]
+        return weights / (si(H200["hbm_bandwidth"]) * si(eta))
 
-    assert seconds(sc, stream, engine) == pytest.approx(bytes_side("bf16"))
+    assert seconds(sc, stream, engine) == pytest.approx(bytes_side("wna16"))
     assert seconds(sc, stream, Engine()) == pytest.approx(bytes_side("fp8"))
     (term, *_) = op_terms(sc, compute, engine, "test")
     assert "fp4 at the bf16 roof, the engine's kernel path" in term.why
+
+
+def test_wna16_experts_are_their_own_kernel_family_on_the_bf16_roof() -> None:
+    """B200's BF16-weight grouped GEMMs stream at [bf16] moe_bandwidth_efficiency (fitted to
+    BF16 expert tables); W4A16 ones never take those values: the GPU's [wna16] section's
+    where it states them, else the GPU-wide moe_efficiency and moe_floor."""
+    b200 = spec("hardware", "b200")
+    assert "moe_bandwidth_efficiency" in b200["bf16"]
+    assert "moe_bandwidth_efficiency" not in b200["wna16"]
+    sc = load_scenario("k26-b300-tp8-ddtree", registry().kinds, ["hardware=b200"])
+    weights = 1e11 * 0.5  # 4-bit weights of 10^11 parameters
+    streamed = {}
+    for precision in ("bf16", "wna16"):
+        op = Op(
+            "probe",
+            sp.Float(weights) * BYTE,
+            sp.Float(1e3) * FLOPS_PER_MAC,
+            "test",
+            "a probe op",
+            "dense",
+            sp.S.One,
+            kind="grouped_gemm",
+            precision=precision,
+        )
+        for term in op_terms(sc, op, Engine(), "test"):  # the roofline and one kernel floor
+            at = {**sc.values, **constants_in([term.expr])}
+            streamed[term.name.replace("probe", precision)] = float(term.expr.subs(at))
+    hbm = si(b200["hbm_bandwidth"])
+    bf16_rate = hbm * si(b200["bf16"]["moe_bandwidth_efficiency"])
+    assert streamed["bf16"] == pytest.approx(weights / bf16_rate)
+    assert streamed["wna16"] == pytest.approx(weights / (hbm * si(b200["moe_efficiency"])))
+    assert streamed["wna16.floor"] == pytest.approx(si(b200["moe_floor"]))
+    assert streamed["bf16.floor"] == pytest.approx(si(b200["bf16"]["moe_floor"]))
+    assert streamed["wna16"] > 1.5 * streamed["bf16"]  # the tables' W4A16 penalty
 
 
 def test_a_path_applies_only_on_its_family() -> None:

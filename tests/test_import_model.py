@@ -134,7 +134,7 @@ def test_formats_are_their_definitions(kinds: Any) -> None:
     assert bits("moonshotai--Kimi-K2.5", "expert_bits") == 4 + 16 / 32
     assert bits("moonshotai--Kimi-K2.5", "attention_bits") == 16  # ignored: re:.*self_attn.*
     k25 = tomllib.loads(model_spec(str(DATA / "moonshotai--Kimi-K2.5"), kinds))
-    assert (k25["expert_math"], k25["dispatch_bits"]) == ("bf16", "16 bit")  # weight-only
+    assert (k25["expert_math"], k25["dispatch_bits"]) == ("wna16", "16 bit")  # weight-only
 
 
 def test_partly_excluded_attention_is_weighted_by_parameters(kinds: Any) -> None:

@@ -21,6 +21,11 @@ plateau, streaming efficiency, floor, n½ and per-sequence rate at a precision: 
 precision's roof section states them (`FAMILY`), they replace the GEMM's and the GPU-wide
 values for its ops, and a family with its own plateau ramps by the plain Hockney law.
 
+Weight-only kernels (``wna16``: N-bit weights dequantised in the kernel before BF16 math)
+run at the bf16 roof as a kernel family of their own: their values are the GPU's ``[wna16]``
+section's where it states them, else the GPU-wide ones, never the BF16-weight kernels' of
+``[bf16]`` (on B200 a BF16-weight grouped GEMM streams its weights at ~0.7 of HBM, a W4A16 one
+at ~0.45: aiconfigurator's SGLang 0.5.14 tables).
 A precision the GPU has no tensor cores for runs at the next wider one that it has
 (fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts;
 where the engine states a kernel path for the GPU's family and the op's precision
@@ -41,7 +46,7 @@ import sympy as sp
 from stepwall.core.errors import PluginError, SpecError
 from stepwall.core.laws import floor_time, roofline_rows
 from stepwall.core.scenario import Scenario
-from stepwall.core.terms import OP_KINDS, Engine, KernelPath, Op, OpKind, Term
+from stepwall.core.terms import OP_KINDS, WEIGHT_ONLY, Engine, KernelPath, Op, OpKind, Term
 
 
 @attrs.frozen
@@ -76,7 +81,7 @@ def pricing(kind: OpKind, plugin: str) -> GpuPricing:
 
 
 FALLBACK = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "fp8", "bf16"),
-            "bf16": ("bf16",)}  # fmt: skip
+            "bf16": ("bf16",), "wna16": ("bf16",)}  # fmt: skip
 
 
 def roof(scenario: Scenario, precision: str) -> tuple[str, Any]:
@@ -138,7 +143,11 @@ def op_terms(
         serial = hw.attention_user_bandwidth
     per_kernel = getattr(hw, floor_field) if floor_field else r.gemm_floor
     # the kernel family's own values at this precision, where its roof section states them
-    own = _own(scenario.section(f"hardware.{used}"), r, FAMILY.get(kind.ramp, ("",) * 5))
+    # (a weight-only kernel's: where the GPU's section of that name states them)
+    family = path.runs_as if path.runs_as in WEIGHT_ONLY else used
+    at_family = f"hardware.{family}"
+    stated_at = scenario.section(at_family) if at_family in scenario.sections else None
+    own = _own(stated_at, getattr(hw, family, None), FAMILY.get(kind.ramp, ("",) * 5))
     if own[0] is not None:
         half_rows, rows = own[0], op.rows
     if own[1] is not None:  # a family's own plateau: its own Hockney ramp, uncapped

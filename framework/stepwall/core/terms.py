@@ -102,6 +102,11 @@ class Term:
 
 
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor cores run
+# weight-only kernels (WNA16, vLLM's name): 4- or 8-bit weights streamed and dequantised in
+# the kernel before BF16 math (INT4 or MXFP4 experts, W8A16 Marlin, on mixed-input grouped
+# GEMMs). They run at the bf16 roof but are their own kernel family (`stepwall.core.roofline`)
+WEIGHT_ONLY = ("wna16",)
+OP_PRECISIONS = PRECISIONS + WEIGHT_ONLY  # what an op's GEMMs may be stated to run as
 # GPU architecture families an engine's kernel paths are stated for (`KernelPath`)
 FAMILIES = ("hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4")
 RAMPS = ("rows", "expert_rows", "context")  # what an op kind's compute ramp is in
@@ -189,7 +194,7 @@ class Op:
     )
     overlap: str = ""
     kind: str = attrs.field(default="gemm", validator=_text("op"))  # of the registry's op kinds
-    precision: str = attrs.field(default="bf16", validator=_one_of("op precision", PRECISIONS))
+    precision: str = attrs.field(default="bf16", validator=_one_of("op precision", OP_PRECISIONS))
     rows: sp.Expr = attrs.field(
         factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
     )

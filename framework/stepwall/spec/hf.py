@@ -376,7 +376,8 @@ def _groups(
     q: dict[str, Any], excluded: tuple[str, ...], file: str, where: str, source: str
 ) -> Quantization:
     """compressed-tensors (and ModelOpt written in its form): one group over the Linears;
-    weight-only (no input_activations) dequantises in the kernel and runs BF16 math."""
+    weight-only (no input_activations) dequantises in the kernel and runs BF16 math:
+    the wna16 kernel family)."""
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or len(groups) != 1:
         raise SpecError(
@@ -390,7 +391,7 @@ def _groups(
     stored, bits, what = _weights(group.get("weights") or {}, file, f"{key}.weights")
     a = group.get("input_activations")
     if a is None:
-        scheme = Scheme(stored, "bf16", 16.0, f"{what}, weight-only (W{bits}A16)")
+        scheme = Scheme(stored, "wna16", 16.0, f"{what}, weight-only (W{bits}A16)")
     else:
         a_bits = a.get("num_bits")
         math = {("float", 4): "fp4", ("float", 8): "fp8", ("int", 8): "int8"}.get(

@@ -38,6 +38,7 @@ from stepwall.core.roofline import roof
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import (
     FAMILIES,
+    OP_PRECISIONS,
     PRECISIONS,
     Constraint,
     Decoding,
@@ -230,9 +231,9 @@ class EngineSpec:
 @attrs.frozen
 class KernelPathSpec:
     runs_as: str | None = choice(
-        PRECISIONS,
-        "tensor-core precision these ops run at (fp4 as bf16: W4A16, the weights streamed at "
-        "their own bits and dequantised before the MMA; default: their own)",
+        OP_PRECISIONS,
+        "tensor-core precision these ops run at (fp4 as wna16: the weights streamed at their "
+        "own bits and dequantised before a BF16 MMA; default: their own)",
         default=None,
     )
     efficiency_factor: float = quantity(

@@ -13,7 +13,8 @@ one roof per tensor-core math precision it has, as subsections::
 
 A roof section may also state the routed experts' and attention kernels' own values at its
 precision (``moe_efficiency``, ``moe_bandwidth_efficiency``, ``moe_floor``, ``attention_*``):
-their kernel families (`stepwall.core.roofline.FAMILY`).
+their kernel families (`stepwall.core.roofline.FAMILY`). A ``[wna16]`` section states the
+grouped GEMMs' values of weight-only kernels (W4A16, W8A16), which run at the bf16 roof.
 """
 
 from __future__ import annotations
@@ -35,7 +36,16 @@ from stepwall.core.primitives import Primitive
 from stepwall.core.roofline import op_terms
 from stepwall.core.scenario import Scenario
 from stepwall.core.symbols import constant
-from stepwall.core.terms import FAMILIES, PRECISIONS, Engine, Op, OpKind, Term
+from stepwall.core.terms import (
+    FAMILIES,
+    OP_PRECISIONS,
+    PRECISIONS,
+    WEIGHT_ONLY,
+    Engine,
+    Op,
+    OpKind,
+    Term,
+)
 from stepwall.core.units import DIMENSIONLESS, INFORMATION
 from stepwall.plugin.hookspecs import hookimpl
 
@@ -112,6 +122,30 @@ class Gpu:
     )
 
 
+def _moe_half_rows(at: str) -> Any:
+    return quantity("dimensionless", "rows per expert at which the routed experts' grouped "
+                    f"GEMMs at {at} reach half their plateau (default: half_rows)",
+                    latex=r"n_{1/2,moe}", minimum=0.0, inclusive=True, default=None)  # fmt: skip
+
+
+def _moe_efficiency(at: str) -> Any:
+    return _fraction(f"achieved fraction of {at} in the routed experts' grouped GEMMs (their "
+                     "kernel family's plateau; default: efficiency)", r"\eta_{p,moe}",
+                     default=None)  # fmt: skip
+
+
+def _moe_bandwidth_efficiency(at: str) -> Any:
+    return _fraction("achieved fraction of hbm_bandwidth streaming the routed experts' weights "
+                     f"at {at} (default: the GPU's moe_efficiency)", r"\eta_{mem,p,moe}",
+                     default=None)  # fmt: skip
+
+
+def _moe_floor(at: str) -> Any:
+    return quantity("time", f"fixed time of a layer's routed-expert op at {at} (default: the "
+                    "GPU's moe_floor)", latex="t_{p,moe}", minimum=0.0, inclusive=True,
+                    maximum=1.0, default=None)  # fmt: skip
+
+
 @attrs.frozen
 class Roof:
     flops: float = quantity("compute_rate", "dense tensor-core peak at this precision",
@@ -129,36 +163,10 @@ class Roof:
         "fixed time of a GEMM kernel at this precision (with its activation quantisation)",
         "t_{gemm}",
     )
-    moe_half_rows: float | None = quantity(
-        "dimensionless",
-        "rows per expert at which the routed experts' grouped GEMMs at this precision reach "
-        "half their plateau (default: half_rows)",
-        latex=r"n_{1/2,moe}",
-        minimum=0.0,
-        inclusive=True,
-        default=None,
-    )
-    moe_efficiency: float | None = _fraction(
-        "achieved fraction of this peak in the routed experts' grouped GEMMs (their kernel "
-        "family's plateau; default: efficiency)",
-        r"\eta_{p,moe}",
-        default=None,
-    )
-    moe_bandwidth_efficiency: float | None = _fraction(
-        "achieved fraction of hbm_bandwidth streaming the routed experts' weights at this "
-        "precision (default: the GPU's moe_efficiency)",
-        r"\eta_{mem,p,moe}",
-        default=None,
-    )
-    moe_floor: float | None = quantity(
-        "time",
-        "fixed time of a layer's routed-expert op at this precision (default: the GPU's moe_floor)",
-        latex="t_{p,moe}",
-        minimum=0.0,
-        inclusive=True,
-        maximum=1.0,
-        default=None,
-    )
+    moe_half_rows: float | None = _moe_half_rows("this precision")
+    moe_efficiency: float | None = _moe_efficiency("this peak")
+    moe_bandwidth_efficiency: float | None = _moe_bandwidth_efficiency("this precision")
+    moe_floor: float | None = _moe_floor("this precision")
     attention_efficiency: float | None = _fraction(
         "achieved fraction of this peak in attention kernels over a KV cache of this "
         "precision (their kernel family's plateau; default: efficiency)",
@@ -198,6 +206,17 @@ class Roof:
     )
 
 
+@attrs.frozen
+class WeightOnly:
+    """A weight-only kernel family (``[wna16]``): N-bit weights dequantised in the kernel
+    before BF16 math, on the bf16 roof; its grouped GEMMs' own values (none stated: the GPU's)."""
+
+    moe_half_rows: float | None = _moe_half_rows("WNA16")
+    moe_efficiency: float | None = _moe_efficiency("the bf16 peak at WNA16")
+    moe_bandwidth_efficiency: float | None = _moe_bandwidth_efficiency("WNA16")
+    moe_floor: float | None = _moe_floor("WNA16")
+
+
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     kinds = [
@@ -212,6 +231,9 @@ def stepwall_spec_kinds() -> list[KindSpec]:
     for p in PRECISIONS:  # bf16 is required; an absent fp8/fp4/int8 section: no such cores
         kinds.append(KindSpec(f"hardware.{p}", "roof", Roof, f"{p} tensor cores",
                               default=p == "bf16"))  # fmt: skip
+    for w in WEIGHT_ONLY:  # absent: such kernels at the GPU-wide values on the bf16 roof
+        kinds.append(KindSpec(f"hardware.{w}", "weight_only", WeightOnly, f"{w} kernels (weights "
+                              "dequantised before BF16 math)"))  # fmt: skip
     return kinds
 
 
@@ -285,10 +307,10 @@ def _routable(scenario: Scenario, x: Mapping[str, float]) -> tuple[str, str, str
 @hookimpl
 def stepwall_primitives() -> list[Primitive]:
     one = DIMENSIONLESS
-    precision = {"precision": PRECISIONS}
+    precision = {"precision": OP_PRECISIONS}
     roofs = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("efficiency", "half_rows"))
     floors = tuple(f"{p}.gemm_floor" for p in PRECISIONS)
-    grouped = tuple(f"{p}.{f}" for p in PRECISIONS
+    grouped = tuple(f"{p}.{f}" for p in OP_PRECISIONS
                     for f in ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency",
                               "moe_floor"))  # fmt: skip
     attention = tuple(f"{p}.{f}" for p in ("bf16", "fp8")

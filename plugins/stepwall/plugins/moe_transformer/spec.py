@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from stepwall.core.fields import choice, quantity
-from stepwall.core.terms import PRECISIONS
+from stepwall.core.terms import OP_PRECISIONS
 
 PLUGIN = "moe_transformer"
 
@@ -45,7 +45,7 @@ def _switch(doc: str, latex: str) -> Any:
 
 
 def _math(doc: str) -> Any:
-    return choice(PRECISIONS, doc, default="bf16")
+    return choice(OP_PRECISIONS, doc, default="bf16")
 
 
 @attrs.frozen
@@ -150,7 +150,9 @@ class MoeTransformer:
     kv_bits: float = _bits("bits per KV-cache element", "b_{kv}")
     activation_bits: float = _bits("bits per activation element (all-reduce, combine)", "b_{act}")
     dispatch_bits: float = _bits("bits per element sent in expert dispatch", "b_{disp}")
-    expert_math: str = _math("math of the routed-expert GEMMs (INT4 W4A16: bf16; NVFP4: fp4)")
+    expert_math: str = _math(
+        "math of the routed-expert GEMMs (NVFP4: fp4; INT4 or MXFP4 weight-only: wna16)"
+    )
     shared_expert_math: str = _math("math of the shared-expert GEMMs")
     attention_math: str = _math("math of the attention projections and router")
     dense_math: str = _math("math of the dense-FFN GEMMs")
