@@ -65,10 +65,13 @@ def seconds(sc: Scenario, op: Op, engine: Engine) -> float:
     return float(expr.subs({**sc.values, **constants_in([expr])}))
 
 
-def an_op(precision: str, weight_bytes: float, macs: float, kind: str = "gemm") -> Op:
-    """An op with no row ramp (rows 0): its time is max(bytes side, FLOPs side)."""
+def an_op(precision: str, weight_bytes: float, macs: float, kind: str = "gemm",
+          kernels: int = 0) -> Op:  # fmt: skip
+    """An op with no row ramp (rows 0): its time is max(bytes side, FLOPs side), plus
+    ``kernels`` floors."""
     return Op("probe", sp.Float(weight_bytes) * BYTE, sp.Float(macs) * FLOPS_PER_MAC, "test",
-              "a probe op", "dense", kind=kind, precision=precision)  # fmt: skip
+              "a probe op", "dense", sp.Integer(kernels), kind=kind,
+              precision=precision)  # fmt: skip
 
 
 H200 = spec("hardware", "h200")
@@ -130,17 +133,7 @@ def test_wna16_experts_are_their_own_kernel_family_on_the_bf16_roof() -> None:
     weights = 1e11 * 0.5  # 4-bit weights of 10^11 parameters
     streamed = {}
     for precision in ("bf16", "wna16"):
-        op = Op(
-            "probe",
-            sp.Float(weights) * BYTE,
-            sp.Float(1e3) * FLOPS_PER_MAC,
-            "test",
-            "a probe op",
-            "dense",
-            sp.S.One,
-            kind="grouped_gemm",
-            precision=precision,
-        )
+        op = an_op(precision, weights, 1e3, "grouped_gemm", kernels=1)
         for term in op_terms(sc, op, Engine(), "test"):  # the roofline and one kernel floor
             at = {**sc.values, **constants_in([term.expr])}
             streamed[term.name.replace("probe", precision)] = float(term.expr.subs(at))

@@ -24,8 +24,8 @@ values for its ops, and a family with its own plateau ramps by the plain Hockney
 Weight-only kernels (``wna16``: N-bit weights dequantised in the kernel before BF16 math)
 run at the bf16 roof as a kernel family of their own: their values are the GPU's ``[wna16]``
 section's where it states them, else the GPU-wide ones, never the BF16-weight kernels' of
-``[bf16]`` (on B200 a BF16-weight grouped GEMM streams its weights at ~0.7 of HBM, a W4A16 one
-at ~0.45: aiconfigurator's SGLang 0.5.14 tables).
+``[bf16]`` (the two stream weights at different rates: docs/calibration.md, "Per kernel
+family").
 A precision the GPU has no tensor cores for runs at the next wider one that it has
 (fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts;
 where the engine states a kernel path for the GPU's family and the op's precision
@@ -81,7 +81,7 @@ def pricing(kind: OpKind, plugin: str) -> GpuPricing:
 
 
 FALLBACK = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "fp8", "bf16"),
-            "bf16": ("bf16",), "wna16": ("bf16",)}  # fmt: skip
+            "bf16": ("bf16",), **{w: ("bf16",) for w in WEIGHT_ONLY}}  # fmt: skip
 
 
 def roof(scenario: Scenario, precision: str) -> tuple[str, Any]:

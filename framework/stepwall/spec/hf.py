@@ -376,8 +376,8 @@ def _groups(
     q: dict[str, Any], excluded: tuple[str, ...], file: str, where: str, source: str
 ) -> Quantization:
     """compressed-tensors (and ModelOpt written in its form): one group over the Linears;
-    weight-only (no input_activations) dequantises in the kernel and runs BF16 math:
-    the wna16 kernel family)."""
+    weight-only (no input_activations) dequantises in the kernel and runs BF16 math as the
+    wna16 kernel family."""
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or len(groups) != 1:
         raise SpecError(
