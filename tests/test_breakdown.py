@@ -79,3 +79,20 @@ def test_896_per_rank_routed_experts_are_fp4_compute_bound(
     term = next(t["seconds"] for t in doc["terms"] if t["name"] == "moe.routed_experts")
     assert term == pytest.approx(compute * (1 + fp4["moe_half_rows"] / rows), rel=1e-6)
     assert term > 1.5 * memory
+
+
+def test_tp_split_experts_move_each_picks_activations(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 FP8 at TP-8 on H200, 64 users decoding: every GPU holds a slice of every
+    expert and all 64 tokens, so it moves each of the 64·8 picks' rows (read at FP8 by the
+    first GEMM, written and read back at 16 bits) and each token's state (read, quantised,
+    combined: 5 bytes) in all 58 MoE layers, at the FP8 expert family's streaming rate."""
+    doc = _eval(capsys, "dsv3-h200-tp8")
+    hw = tomllib.loads((SPECS / "hardware" / "h200.toml").read_text())
+    tokens, picks, hidden, layers = 64, 64 * 8, 7168, 61 - 3
+    moved = layers * hidden * (picks * (1 + 2 * 2) + tokens * (2 * 2 + 1))
+    acts = next(o for o in doc["ops"] if o["name"] == "moe.activations")
+    assert acts["bytes_per_gpu"] == pytest.approx(moved, rel=1e-9)
+    assert acts["flops_per_gpu"] == 0
+    rate = _rate(hw["hbm_bandwidth"]) * hw["fp8"]["moe_bandwidth_efficiency"]
+    term = next(t["seconds"] for t in doc["terms"] if t["name"] == "moe.activations")
+    assert term == pytest.approx(moved / rate, rel=1e-6)

@@ -2,7 +2,9 @@
 sizes the frontier uses stays within the bound its manifest states (the residuals computed
 here from the CSV's measured times, the manifest's spans and the law at the committed spec
 values); the kernel-family roofline reaches its two regimes at the ends of its sizes (one
-row: the bytes at the streaming rate; many rows: the FLOPs at the plateau); the balanced
+row: the bytes at the streaming rate; many rows: the FLOPs at the plateau); the activation
+traffic around the grouped GEMMs against the kernels' data flow, and against TP-split experts
+it was not fitted to; the balanced
 router's expert load against a simulation of that router; and the 95% intervals committed
 in each manifest read as ranges around the committed values."""
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import shutil
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,9 +23,16 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from stepwall.apps.calibrate import build_problem, law_of, load_entry, read_data, read_manifest
+from stepwall.apps.calibrate import (
+    build_problem,
+    fit,
+    law_of,
+    load_entry,
+    read_data,
+    read_manifest,
+)
 from stepwall.cli import main
-from stepwall.core.laws import balanced_expert_load
+from stepwall.core.laws import BYTE, balanced_expert_load, moe_activation_bytes
 from stepwall.core.symbols import constants_in
 from stepwall.plugin import registry
 from stepwall.spec.grammar import parse_range
@@ -122,7 +132,8 @@ def test_routed_experts_stream_weights_at_one_token_and_compute_at_many(
 ) -> None:
     """One token on EP8: one expert's weights at the family's streaming rate (memory-bound);
     a million tokens: the FLOPs at the family's plateau with its own Hockney ramp in rows per
-    expert (compute-bound)."""
+    expert (compute-bound); both plus the picks' and tokens' activation traffic at the
+    family's streaming rate (FP8 inputs: 5 bytes per element per pick, 5 per token)."""
     entry = load_entry(gpu, reg.kinds)
     law = _law(reg, entry, "moe", {"precision": precision})
     hw = f"hardware.{precision}"
@@ -134,14 +145,64 @@ def test_routed_experts_stream_weights_at_one_token_and_compute_at_many(
     bandwidth = _value(entry, "hardware.hbm_bandwidth") * _value(
         entry, f"{hw}.moe_bandwidth_efficiency"
     )
+
+    def traffic(picks: float, tokens: float) -> float:
+        return 7168 * (5 * picks + 5 * tokens) / bandwidth
+
     stream = expert * bits / 8 / bandwidth  # 8 picks over 8 ranks: one expert, one row
     assert stream > 2 * expert * (1 + half) / plateau  # memory-bound at one row
-    assert law(tokens=1, **size) == pytest.approx(floor + stream, rel=1e-9)
+    assert law(tokens=1, **size) == pytest.approx(floor + stream + traffic(1, 1), rel=1e-9)
     tokens = 1e6
     rows = tokens * 8 / 256  # every expert hit, rows per expert
     compute = 2 * expert * tokens * 8 / 8 * (1 + half / rows) / plateau
     assert compute > 10 * 32 * stream  # far into the compute-bound regime
-    assert law(tokens=tokens, **size) == pytest.approx(floor + compute, rel=1e-9)
+    assert law(tokens=tokens, **size) == pytest.approx(floor + compute + traffic(tokens, tokens),
+                                                       rel=1e-9)  # fmt: skip
+
+
+def test_activation_traffic_counts_each_kernels_reads_and_writes() -> None:
+    """The law against the data flow it states, step by step (one token's hidden state and
+    each pick's row, ``b_in`` the GEMMs' input and ``b_out`` the output bytes per element):
+    quantise (read out, write in per token), first GEMM (read in per pick), second GEMM
+    (write out per pick), finalize (read out per pick, write out per token)."""
+    width, b_in, b_out = 7168, 1, 2
+    for tokens, picks in ((1, 1), (64, 64), (4096, 512), (16384, 131072)):
+        flow = [("quantise", tokens, b_out + b_in), ("gemm1", picks, b_in),
+                ("gemm2", picks, b_out), ("finalize", picks, b_out),
+                ("finalize", tokens, b_out)]  # fmt: skip
+        counted = sum(rows * width * bytes_ for _, rows, bytes_ in flow)
+        law = moe_activation_bytes(picks, tokens, width, b_in * BYTE, b_out * BYTE)
+        assert float(law / BYTE) == counted
+
+
+def test_activation_traffic_predicts_tp_sharded_experts_it_was_not_fitted_to(reg: Any) -> None:
+    """B200's FP8 grouped-GEMM family fitted to the DeepGEMM rows of whole experts (inter
+    2048 on EP8 and EP32) alone predicts the rows of the same experts split 2, 4 and 8 ways
+    (inter 1024, 512, 256 per GPU) within 20% RMS: their time does not fall with the width
+    as the weights and FLOPs do, because each pick's activations move all the same (without
+    that traffic the same fit misses them by 35% RMS, 69% at most)."""
+    src = (ROOT / "specs" / "calibration" / "b200-moe.csv").read_text().splitlines()
+    head, fp8 = src[0], [r for r in src[1:] if ",fp8," in r]
+    whole = [r for r in fp8 if r.split(",")[3] == "2048"]
+    split = [r for r in fp8 if "moe_ep 8)" in r and r.split(",")[3] in ("1024", "512", "256")]
+    assert len(whole) == 32 and len(split) == 24
+    entry = load_entry("b200", reg.kinds)
+
+    def problem(rows: list[str], name: str, tmp: Path) -> Any:
+        path = tmp / name
+        path.write_text("\n".join([head, *rows]) + "\n", encoding="utf-8")
+        return build_problem(entry, [read_data(path, reg.primitives, "hardware")],
+                             reg.primitives)  # fmt: skip
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fields = [
+            f"hardware.fp8.{f}"
+            for f in ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency", "moe_floor")
+        ]
+        fitted = fit(problem(whole, "whole.csv", Path(tmp)), fields)
+        held = problem(split, "split.csv", Path(tmp))
+    log_ratio = np.log(held.model(fitted.values) / held.measured)
+    assert 100 * math.sqrt(float(np.mean(log_ratio**2))) < 20
 
 
 @pytest.mark.parametrize("experts, topk, ranks", [(256, 8, 8), (256, 8, 32), (384, 8, 32),

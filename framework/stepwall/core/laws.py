@@ -30,6 +30,11 @@ from stepwall.core.units import (
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+BYTE = constant("const.byte", "1 B", doc="one byte: an activation element is 2 of them")
+# bytes per activation element a GEMM of each math reads (NVFP4: 4-bit values and an 8-bit
+# scale per 16; weight-only kernels read BF16 activations)
+GEMM_INPUT_BYTES = {"bf16": 2, "wna16": 2, "fp8": 1, "int8": 1, "fp4": sp.Rational(9, 16)}
+
 FLOPS_PER_MAC = constant(
     "const.flops_per_mac",
     "2 FLOP",
@@ -733,6 +738,27 @@ def balanced_expert_load(
     picks = tokens * top_k
     hit = max_of(1, min_of(n_experts, picks) / ranks)
     return hit, max_of(1, picks / ranks)
+
+
+@law(INFORMATION, picks=DIMENSIONLESS, tokens=DIMENSIONLESS, width=DIMENSIONLESS,
+     input_bits=INFORMATION, output_bits=INFORMATION)  # fmt: skip
+def moe_activation_bytes(
+    picks: sp.Expr, tokens: sp.Expr, width: sp.Expr, input_bits: sp.Expr, output_bits: sp.Expr
+) -> sp.Expr:
+    """Activation bytes a layer's routed experts move besides their grouped GEMMs' weights,
+    in the memory-bound steps around the GEMMs (TensorRT-LLM's CUTLASS MoE,
+    cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu: expandInputRowsKernel
+    quantises, finalizeMoeRoutingKernel un-permutes, weights and reduces): each token the
+    rank holds is read and written quantised (b_out + b_in) and its combined output written
+    (b_out); the first GEMM reads each of the rank's picks' rows of ``width`` at the GEMMs'
+    input precision b_in, the second writes it at the output precision b_out and the
+    finalize reads it back: width·(picks·(b_in + 2·b_out) + tokens·(2·b_out + b_in)), the
+    traffic every library has (a separate permutation kernel adds 2·b_in per pick). It grows
+    with the picks, not the experts' width, so it dominates where experts are split thin and
+    at prefill sizes (docs/physics.md, "Activation traffic of the routed experts")."""
+    per_pick = input_bits + 2 * output_bits
+    per_token = 2 * output_bits + input_bits
+    return width * (picks * per_pick + tokens * per_token)
 
 
 # ---------------------------------------------------------------- in-flight batching

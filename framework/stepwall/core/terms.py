@@ -352,7 +352,9 @@ class Engine:
     launches per decoder layer besides the model's GEMMs, attention and experts (norms,
     RoPE, quantisation, top-k, residual adds: ``layer_kernels``); a factor on the hardware's
     kernel floors for its kernel library (``floor_factor``: 1 for the reference library the
-    floors were measured with, 0 for an estimator without floors); the fraction of HBM
+    floors were measured with, 0 for an estimator without floors) and one on the routed
+    experts' activation traffic (``activation_factor``: 0 for an estimator of weights and
+    FLOPs only); the fraction of HBM
     bandwidth its kernels stream at, where it states one (``memory_efficiency``, else the
     hardware's per kind of kernel); the host time added per
     kernel launch (``launch_overhead``: 0 under CUDA graphs); and how it overlaps work:
@@ -373,6 +375,7 @@ class Engine:
 
     layer_kernels: sp.Expr = sp.S.Zero
     floor_factor: sp.Expr = sp.S.One
+    activation_factor: sp.Expr = sp.S.One
     launch_overhead: sp.Expr = sp.S.Zero
     memory_efficiency: sp.Expr | None = None  # overrides the hardware's per-kind efficiencies
     two_batch_overlap: bool = False

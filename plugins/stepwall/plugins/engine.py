@@ -10,7 +10,8 @@ An engine profile (``specs/engines/*.toml``) states, each with its source:
   experts (norms, RoPE, quantisation, top-k, residual adds), which the model plugin costs
   as elementwise kernels;
 - a factor on the hardware's kernel floors for its kernel library (1: the library the
-  floors were measured with; 0: an estimator without floors, as the seed's);
+  floors were measured with; 0: an estimator without floors, as the seed's), and one on the
+  routed experts' activation traffic (0: an estimator of weights and FLOPs only);
 - the host time added per kernel launch without CUDA graphs (``launch_overhead``), as a term;
 - the share of device memory it gives weights and the KV cache;
 - how it overlaps work: two-batch overlap, shared experts during dispatch, the share of the
@@ -81,6 +82,17 @@ class EngineSpec:
         "dimensionless",
         "factor on the hardware's kernel floors for this engine's kernel library",
         latex=r"\phi",
+        minimum=0.0,
+        inclusive=True,
+        default=1.0,
+        plausible=FACTOR,
+    )
+    activation_factor: float = quantity(
+        "dimensionless",
+        "factor on the routed experts' activation traffic around their grouped GEMMs (1: "
+        "the kernels' own data flow; 0: an estimator pricing the experts' weights and FLOPs "
+        "only, as the seed's)",
+        latex=r"\phi_{act}",
         minimum=0.0,
         inclusive=True,
         default=1.0,
@@ -283,6 +295,7 @@ def stepwall_engine(scenario: Scenario) -> Engine:
     return Engine(
         layer_kernels=e.layer_kernels,
         floor_factor=e.floor_factor,
+        activation_factor=e.activation_factor,
         launch_overhead=e.launch_overhead,
         memory_efficiency=e.memory_efficiency if spec.memory_efficiency is not None else None,
         two_batch_overlap=spec.two_batch_overlap,

@@ -27,15 +27,17 @@ import sympy as sp
 
 from stepwall.core.fields import FRACTION, KindSpec, choice, quantity
 from stepwall.core.laws import (
+    BYTE,
     FLOPS_PER_MAC,
+    GEMM_INPUT_BYTES,
     balanced_expert_load,
     ffn_params,
     floor_time,
+    moe_activation_bytes,
 )
 from stepwall.core.primitives import Primitive
 from stepwall.core.roofline import op_terms
 from stepwall.core.scenario import Scenario
-from stepwall.core.symbols import constant
 from stepwall.core.terms import (
     FAMILIES,
     OP_PRECISIONS,
@@ -48,8 +50,6 @@ from stepwall.core.terms import (
 )
 from stepwall.core.units import DIMENSIONLESS, INFORMATION
 from stepwall.plugin.hookspecs import hookimpl
-
-BYTE = constant("const.byte", "1 B", doc="one byte: an activation element is 2 of them")
 
 PLUGIN = "gpu"
 
@@ -268,7 +268,12 @@ def _moe(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -
     op = Op("moe", hit * expert * x["weight_bits"], expert * picks * FLOPS_PER_MAC, PLUGIN,
             "a routed-expert layer", "calibration", sp.S.One, "", "grouped_gemm",
             t["precision"], picks / hit)  # fmt: skip
-    return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
+    moved = moe_activation_bytes(picks, x["tokens"], x["hidden"],
+                                 GEMM_INPUT_BYTES[t["precision"]] * BYTE, 2 * BYTE)  # fmt: skip
+    acts = Op("moe.activations", moved, sp.S.Zero, PLUGIN, "its activations around the GEMMs",
+              "calibration", kind="grouped_gemm", precision=t["precision"])  # fmt: skip
+    terms = [term for o in (op, acts) for term in op_terms(scenario, o, Engine(), PLUGIN)]
+    return sp.Add(*(term.expr for term in terms))
 
 
 def _mla_decode(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:

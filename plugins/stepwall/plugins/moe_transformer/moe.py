@@ -9,11 +9,14 @@ from typing import Any
 import sympy as sp
 
 from stepwall.core.laws import (
+    BYTE,
     FLOPS_PER_MAC,
+    GEMM_INPUT_BYTES,
     destination_nodes,
     destination_ranks,
     expected_distinct_experts,
     ffn_params,
+    moe_activation_bytes,
     rank_reach,
     shard,
 )
@@ -66,6 +69,17 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
                     "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
                     "moe", batches * n_moe, p.experts_lane, "grouped_gemm", spec.expert_math,
                     rows))  # fmt: skip
+    # the tokens' and picks' activations through the steps around the GEMMs, read at the
+    # input precision of the kernel path the experts run on
+    runs_as = p.engine.kernel_path(spec.expert_math).runs_as
+    moved = moe_activation_bytes(
+        picks_gpu, tokens_rank, width, GEMM_INPUT_BYTES[runs_as] * BYTE, m.activation_bits
+    )
+    p.ops.append(Op("moe.activations", p.engine.activation_factor * n_moe * moved, sp.S.Zero,
+                    PLUGIN,
+                    "routed experts' activations: each token quantised and combined, each "
+                    "pick's row read, written and read back", "moe", sp.S.Zero, p.experts_lane,
+                    "grouped_gemm", spec.expert_math))  # fmt: skip
     if spec.n_shared_experts > 0:
         p.gemm("moe.shared_experts", n_moe * m.n_shared_experts * shared, m.shared_expert_bits,
                tokens_rank, "moe", "shared experts (every token)", 2 * n_moe,
