@@ -223,7 +223,7 @@ def test_a_percentile_ttft_filters_the_aggregated_search() -> None:
         (["--prefill-hardware", "h100"], "--prefill-cluster"),
         (["--emit", "sglang"], "--emit"),
         (["--ttft", "p95<=1s"], "--ttft"),
-        (["--scheduler", "tcp://127.0.0.1:1"], "--dask"),
+        (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),
         (["--plot", "frontier.png"], "--plot"),
         (["--workload", "decode"], "--workload"),
     ],
@@ -232,6 +232,18 @@ def test_bad_requests_are_one_line_errors(
     extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert says in refusal(capsys, *with_flags(SMALL, extra))
+
+
+@pytest.mark.slow  # starts a 2-worker LocalCluster
+def test_dask_equals_single_process() -> None:
+    """--dask spreads the aggregated search's chunks and both pools' over a 2-worker
+    LocalCluster of processes, and the document is the same, byte for byte."""
+    pytest.importorskip("distributed")
+    code, one, err = run([*SMALL, "--json"])
+    assert code == 0, err
+    code, many, err = run([*SMALL, "--json", "--dask", "--workers", "2"])
+    assert code == 0, err
+    assert many == one
 
 
 def test_max_gpus_bounds_aggregated_deployments_too() -> None:

@@ -49,10 +49,14 @@ from stepwall.apps.search import (
     Result,
     SearchOptions,
     Spec,
+    close_client,
     config_text,
+    dask_client,
     evaluate_block,
     frontier_chart,
+    gather_in_order,
     layout_degrees,
+    model_of,
     names,
     pareto,
     parse_counts,
@@ -130,37 +134,48 @@ def ttft_law() -> Callable[..., tuple[np.ndarray, ...]]:
     return law
 
 
+def pool_chunk(payload: Mapping[str, Any], start: int, stop: int, want: Sequence[str],
+               names: Sequence[str], where: Sequence[Condition]
+               ) -> tuple[np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
+    """The points [start, stop) of one variant that pass its constraints and ``where`` with
+    finite ``names``: their indices and those metrics. A pure function of its arguments (run
+    in a worker process by ``--dask``)."""
+    got, ok = evaluate_block(model_of(payload), payload, start, stop, want)
+    for c in where:
+        ok &= c.holds(got[c.metric])
+    for m in names:
+        ok &= np.isfinite(got[m])
+    return np.arange(start, stop, dtype=np.int64)[ok], {m: got[m][ok] for m in names}
+
+
 def pool_points(
-    plan: Plan, names: Sequence[str], progress: Callable[[int], None] | None = None
+    plan: Plan,
+    names: Sequence[str],
+    progress: Callable[[int], None] | None = None,
+    client: Any = None,
 ) -> Pool:
     """Every point of ``plan`` that passes its constraints and ``plan.spec.where``, with
     the metrics (or term times) ``names``, the searched keys' values (``users``, ``dp``)
-    and its option's index."""
+    and its option's index; the chunks evaluated here, or on a dask ``client`` and taken in
+    chunk order."""
     want = tuple(dict.fromkeys((*names, *(c.metric for c in plan.spec.where))))
     index = {o.label: i for i, o in enumerate(plan.options)}
+    payloads = [v.payload() for v in plan.variants]
+    jobs = list(tasks(plan))
+    args = [(vi, (s, e, want, tuple(names), plan.spec.where)) for vi, s, e in jobs]
+    found = gather_in_order(pool_chunk, payloads, args, client,
+                            lambda i: progress and progress(jobs[i][2] - jobs[i][1]))  # fmt: skip
     parts: list[dict[str, np.ndarray]] = []
-    payloads: dict[int, dict[str, Any]] = {}
     offsets = plan.offsets
-    for vi, start, stop in tasks(plan):
+    for (vi, _, _), (idx, metrics) in zip(jobs, found, strict=True):
         v = plan.variants[vi]
-        if vi not in payloads:
-            payloads[vi] = v.payload()
-        got, ok = evaluate_block(v.numeric, payloads[vi], start, stop, want)
-        for c in plan.spec.where:
-            ok &= c.holds(got[c.metric])
-        for m in names:
-            ok &= np.isfinite(got[m])
-        idx = np.arange(start, stop, dtype=np.int64)[ok]
         cols = v.columns(idx)
         dp = next((cols[k] for k in v.layouts.degrees if k.endswith(".dp")), np.ones(idx.size))
         rows = np.unravel_index(idx, v.shape)[0]
         parts.append({"gid": idx + offsets[vi], "option": np.full(idx.size, index[v.option.label]),
                       "variant": np.full(idx.size, vi), "row": rows,
                       "users": np.asarray(cols[v.provides["users"]], dtype=float),
-                      "dp": np.asarray(dp, dtype=float),
-                      **{m: got[m][ok] for m in names}})  # fmt: skip
-        if progress is not None:
-            progress(stop - start)
+                      "dp": np.asarray(dp, dtype=float), **metrics})  # fmt: skip
     keys = ("gid", "option", "variant", "row", "users", "dp", *names)
     if not parts:
         empty = {k: np.zeros(0) for k in keys}
@@ -392,14 +407,16 @@ def combine(
     request: Request,
     progress: Callable[[int], None] | None = None,
     spec: Spec | None = None,
+    client: Any = None,
 ) -> DisaggResult:
-    """The pools' points paired into deployments (`pair`), then one frontier per option of
-    aggregated and disaggregated points and the best of either at each target."""
+    """The pools' points (evaluated here or on a dask ``client``) paired into deployments
+    (`pair`), then one frontier per option of aggregated and disaggregated points and the
+    best of either at each target."""
     spec = decode.spec
     target_metrics = tuple(t.metric for t in spec.targets)
     needs = (*DECODE_NEEDS, spec.x, *target_metrics, "kv_transfer_s")
-    dec = pool_points(decode, tuple(dict.fromkeys(needs)), progress)
-    pre = pool_points(prefill, PREFILL_NEEDS, progress)
+    dec = pool_points(decode, tuple(dict.fromkeys(needs)), progress, client)
+    pre = pool_points(prefill, PREFILL_NEEDS, progress, client)
     law = ttft_law()
     best = Pairing.none(len(dec.gid))
     for o, sub, keep, rho in matches(dec, pre, request, law):
@@ -849,9 +866,6 @@ def _label(metric: str) -> str:
 
 def check_options(ns: SearchOptions) -> None:
     """Refuse what a disaggregated search does not take (yet), before any work."""
-    if ns.dask or ns.scheduler:
-        raise SpecError("search --disagg", "--dask", "is not available with --disagg yet",
-                        "-o FILE.json or --json for the whole answer")  # fmt: skip
     if ns.emit and not ns.at:
         raise SpecError("search --disagg", "--emit", "has no deployment to launch without a "
                         "target", '--at, e.g. --at "tokens_per_s_per_user>=50"')  # fmt: skip
@@ -863,13 +877,14 @@ def check_options(ns: SearchOptions) -> None:
                         "its own; the aggregated side serves)")  # fmt: skip
 
 
-def _run_aggregated(plan: Plan | None, chunk: int, progress: Callable[[int], None]
-                    ) -> tuple[Result | None, int]:  # fmt: skip
+def _run_aggregated(plan: Plan | None, chunk: int, progress: Callable[[int], None],
+                    client: Any = None) -> tuple[Result | None, int]:  # fmt: skip
     """The aggregated search of a ``--disagg`` request (none where ``--max-gpus`` left it no
     instance) and the points it evaluated, for the progress bar."""
     if plan is None:
         return None, 0
-    return run_search(plan, chunk=chunk, progress=lambda d, _t: progress(d)), plan.total
+    return run_search(plan, chunk=chunk, progress=lambda d, _t: progress(d),
+                      client=client), plan.total  # fmt: skip
 
 
 def run_cli(ns: SearchOptions, registry: Any) -> int:
@@ -889,14 +904,19 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
     warn(tuple(w for p in searched for w in p.warnings))
     bar = progress_bar(ns.quiet)
     total = sum(p.total for p in searched)
-    agg, first = _run_aggregated(aggregated, ns.chunk, lambda d: bar(d, total))
-    done = [first]
+    done = [0]
 
     def tick(n: int) -> None:
         done[0] += n
         bar(done[0], total)
 
-    result = combine(agg, decode, prefill, request, tick, spec)
+    client = dask_client(ns.scheduler, ns.workers or 0) if ns.dask or ns.scheduler else None
+    try:
+        agg, done[0] = _run_aggregated(aggregated, ns.chunk, lambda d: bar(d, total), client)
+        result = combine(agg, decode, prefill, request, tick, spec, client)
+    finally:
+        if client is not None:
+            close_client(client)
     if not result.frontier:
         raise SpecError("search --disagg", ", ".join(c.text for c in spec.where) or "the space",
                         "no aggregated or disaggregated deployment passes every constraint "

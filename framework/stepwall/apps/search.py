@@ -794,7 +794,8 @@ def _product(lists: list[list[Any]]) -> list[list[Any]]:
 _MODELS: dict[str, CompiledModel] = {}  # a worker's compiled models, by payload key
 
 
-def _model_of(payload: Mapping[str, Any]) -> CompiledModel:
+def model_of(payload: Mapping[str, Any]) -> CompiledModel:
+    """The compiled model of a variant's payload, compiled once per process."""
     key = payload["key"]
     if key not in _MODELS:
         if len(_MODELS) > 64:
@@ -895,7 +896,7 @@ def run_chunk(
     (global ids and axis values), its best point per target, and counts. A pure function of
     its arguments (run in a worker process by ``--dask``)."""
     keep_freed_memory()  # a worker of a search: many vectorized calls (once per process)
-    numeric = _model_of(payload)
+    numeric = model_of(payload)
     idx = np.arange(start, stop, dtype=np.int64)
     failed: dict[str, int] = {}
     got, ok = evaluate_block(numeric, payload, start, stop, spec.needed, failed)
@@ -1022,33 +1023,47 @@ def evaluate(
     if chunk < 1:
         raise SpecError("search", "--chunk", "must be at least 1", "e.g. 65536")
     offsets = plan.offsets
-    payloads = [v.payload() for v in plan.variants]
     jobs = list(tasks(plan, chunk))
-    parts: list[tuple[int, dict[str, Any]]] = []
-    done = 0
-    if client is None:
-        for i, (vi, s, e) in enumerate(jobs):
-            parts.append((i, run_chunk(payloads[vi], offsets[vi], s, e, plan.spec)))
-            done += e - s
-            if progress:
-                progress(done, plan.total)
-    else:
-        as_completed = _distributed().as_completed
+    done = [0]
 
-        # a list, not the dict: scattering a dict names the data by its keys (same in every one)
-        shared = [client.scatter([p], broadcast=True)[0] for p in payloads]
-        futures = {
-            client.submit(run_chunk, shared[vi], offsets[vi], s, e, plan.spec, pure=False): i
-            for i, (vi, s, e) in enumerate(jobs)
-        }
-        for fut in as_completed(list(futures)):
-            i = futures[fut]
-            parts.append((i, fut.result()))
-            vi, s, e = jobs[i]
-            done += e - s
-            if progress:
-                progress(done, plan.total)
-        parts.sort(key=lambda p: p[0])
+    def finished(i: int) -> None:
+        done[0] += jobs[i][2] - jobs[i][1]
+        if progress:
+            progress(done[0], plan.total)
+
+    args = [(vi, (offsets[vi], s, e, plan.spec)) for vi, s, e in jobs]
+    return gather_in_order(run_chunk, [v.payload() for v in plan.variants], args, client,
+                           finished)  # fmt: skip
+
+
+def gather_in_order(
+    fn: Callable[..., Any],
+    payloads: Sequence[Mapping[str, Any]],
+    jobs: Sequence[tuple[int, tuple[Any, ...]]],
+    client: Any = None,
+    finished: Callable[[int], Any] | None = None,
+) -> list[Any]:
+    """``fn(payloads[i], *args)`` for each job ``(i, args)``, here or on a dask ``client``
+    (each payload sent to every worker once), in job order whatever order they finished
+    in; ``finished(k)`` as job k completes."""
+    parts: list[tuple[int, Any]] = []
+    if client is None:
+        for k, (vi, args) in enumerate(jobs):
+            parts.append((k, fn(payloads[vi], *args)))
+            if finished:
+                finished(k)
+        return [p for _, p in parts]
+    as_completed = _distributed().as_completed
+    # a list, not the dict: scattering a dict names the data by its keys (same in every one)
+    shared = [client.scatter([p], broadcast=True)[0] for p in payloads]
+    futures = {client.submit(fn, shared[vi], *args, pure=False): k
+               for k, (vi, args) in enumerate(jobs)}  # fmt: skip
+    for fut in as_completed(list(futures)):
+        k = futures[fut]
+        parts.append((k, fut.result()))
+        if finished:
+            finished(k)
+    parts.sort(key=lambda p: p[0])
     return [p for _, p in parts]
 
 
