@@ -877,14 +877,29 @@ def check_options(ns: SearchOptions) -> None:
                         "its own; the aggregated side serves)")  # fmt: skip
 
 
-def _run_aggregated(plan: Plan | None, chunk: int, progress: Callable[[int], None],
-                    client: Any = None) -> tuple[Result | None, int]:  # fmt: skip
-    """The aggregated search of a ``--disagg`` request (none where ``--max-gpus`` left it no
-    instance) and the points it evaluated, for the progress bar."""
-    if plan is None:
-        return None, 0
-    return run_search(plan, chunk=chunk, progress=lambda d, _t: progress(d),
-                      client=client), plan.total  # fmt: skip
+def _search(ns: SearchOptions, spec: Spec, aggregated: Plan | None, decode: Plan,
+            prefill: Plan, request: Request) -> DisaggResult:  # fmt: skip
+    """The aggregated search and both pools (here, or on dask with ``--dask`` /
+    ``--scheduler``) combined, with one progress bar over the three spaces."""
+    bar = progress_bar(ns.quiet)
+    total = sum(p.total for p in (aggregated, decode, prefill) if p is not None)
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        bar(done[0], total)
+
+    client = dask_client(ns.scheduler, ns.workers or 0) if ns.dask or ns.scheduler else None
+    try:
+        agg = None
+        if aggregated is not None:  # none where --max-gpus leaves it no instance
+            agg = run_search(aggregated, chunk=ns.chunk, client=client,
+                             progress=lambda d, _t: bar(d, total))  # fmt: skip
+            done[0] = aggregated.total
+        return combine(agg, decode, prefill, request, tick, spec, client)
+    finally:
+        if client is not None:
+            close_client(client)
 
 
 def run_cli(ns: SearchOptions, registry: Any) -> int:
@@ -902,21 +917,7 @@ def run_cli(ns: SearchOptions, registry: Any) -> int:
     aggregated, decode, prefill, request = plans(ns, registry, spec)
     searched = [p for p in (aggregated, decode, prefill) if p is not None]
     warn(tuple(w for p in searched for w in p.warnings))
-    bar = progress_bar(ns.quiet)
-    total = sum(p.total for p in searched)
-    done = [0]
-
-    def tick(n: int) -> None:
-        done[0] += n
-        bar(done[0], total)
-
-    client = dask_client(ns.scheduler, ns.workers or 0) if ns.dask or ns.scheduler else None
-    try:
-        agg, done[0] = _run_aggregated(aggregated, ns.chunk, lambda d: bar(d, total), client)
-        result = combine(agg, decode, prefill, request, tick, spec, client)
-    finally:
-        if client is not None:
-            close_client(client)
+    result = _search(ns, spec, aggregated, decode, prefill, request)
     if not result.frontier:
         raise SpecError("search --disagg", ", ".join(c.text for c in spec.where) or "the space",
                         "no aggregated or disaggregated deployment passes every constraint "
