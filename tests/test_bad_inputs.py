@@ -113,6 +113,9 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     ("engine.memory_fraction=1.5", REFUSE, "out of range"),
     ("engine.memory_fraction=0", REFUSE, "out of range"),
     ("engine.floor_factor=-1", REFUSE, "out of range"),
+    ("engine.activation_factor=-0.5", REFUSE, "out of range"),
+    ("engine.activation_factor=1 GB", REFUSE, "engine.activation_factor"),
+    ("engine.activation_factor=nan", REFUSE, "not a finite number"),
     ("engine.prefill_chunk=0", REFUSE, "out of range"),
     ("engine.balance_timeout=-1", REFUSE, "out of range"),
     ("engine.balance_timeout=2.5", REFUSE, "not a whole number"),
@@ -199,6 +202,12 @@ FILE_CASES: list[tuple[str, str, int | None, str]] = [
         "not found",
     ),
     ("overlap-bad", f'from = "{BASE}"\n[engine]\ntwo_batch_overlap = "yes"\n', REFUSE, "boolean"),
+    (
+        "activation-text",
+        f'from = "{BASE}"\n[engine]\nactivation_factor = "all"\n',
+        REFUSE,
+        "engine.activation_factor",
+    ),
 ]
 
 HARDWARE_MISSING_FIELD = 'name = "h"\nkind = "gpu"\nhbm_bandwidth = "1 TB/s"\n'

@@ -267,9 +267,13 @@ class Variant:
         }
 
     def payload(self) -> dict[str, Any]:
-        """What a worker needs to evaluate chunks (plain data: picklable, no functions)."""
+        """What a worker needs to evaluate chunks (plain data: picklable, no functions). This
+        process keeps the compiled model under the payload's key (`model_of` finds it: chunks
+        run here are not recompiled from the JSON)."""
+        key = f"{self.ref}|{self.sets}|{zlib.crc32(self.numeric.source.encode()):08x}"
+        _remember(key, self.numeric)
         return {
-            "key": f"{self.ref}|{self.sets}|{zlib.crc32(self.numeric.source.encode()):08x}",
+            "key": key,
             "model": self.numeric.to_json(),
             "values": dict(self.values),
             **self._grid_data(),
@@ -798,10 +802,15 @@ def model_of(payload: Mapping[str, Any]) -> CompiledModel:
     """The compiled model of a variant's payload, compiled once per process."""
     key = payload["key"]
     if key not in _MODELS:
-        if len(_MODELS) > 64:
-            _MODELS.clear()
-        _MODELS[key] = CompiledModel.from_json(payload["model"])
+        _remember(key, CompiledModel.from_json(payload["model"]))
     return _MODELS[key]
+
+
+def _remember(key: str, model: CompiledModel) -> None:
+    """Keep ``model`` under ``key`` (at most 65 models: the cache starts over past that)."""
+    if key not in _MODELS and len(_MODELS) > 64:
+        _MODELS.clear()
+    _MODELS[key] = model
 
 
 def evaluate_points(
