@@ -258,6 +258,8 @@ def test_json_document(reg: Any, capsys: pytest.CaptureFixture[str]) -> None:
     for f in doc["fields"]:
         low, high = f["ci95"]
         assert low < f["value"] < high
+        p_low, p_high = f["pi95"]  # the prediction interval holds the confidence interval
+        assert p_low <= low and p_high >= high and f["spread"] > 0
         assert f["path"].startswith("cluster.scale_up.") and f["fitted"]
         mag, _ = parse_quantity(f["text"])
         assert mag == pytest.approx(f["value"], rel=6e-4)
@@ -363,6 +365,10 @@ def test_check_of_no_manifests_says_so(
          "fits: unknown key; did you mean 'fit'?"),
         ('spec = "../demo-gpu.toml"\ndata = ["../demo-copy.csv"]\nfit = ["hbm_eff"]\n',
          "fit: hbm_eff: is not a field of this hardware entry"),
+        ('spec = "../demo-gpu.toml"\ndata = ["../demo-copy.csv"]\npi95 = "0.7..0.9"\n',
+         "pi95: not a table of ranges"),
+        ('spec = "../demo-gpu.toml"\ndata = ["../demo-copy.csv"]\n[pi95]\nhbm_efficiency = 0.8\n',
+         "pi95: not a table of ranges"),
     ],
 )  # fmt: skip
 def test_bad_manifest_is_one_line(

@@ -25,9 +25,11 @@ import sympy as sp
 
 from stepwall.apps.calibrate import (
     build_problem,
+    calibrate,
     fit,
     law_of,
     load_entry,
+    prediction_interval,
     read_data,
     read_manifest,
 )
@@ -240,6 +242,68 @@ def test_committed_intervals_are_ranges_around_the_committed_values(reg: Any, ma
         value = _value(entry, f"hardware.{key}")
         assert low <= value <= high, key
         assert nominal == pytest.approx(value, rel=1e-3), key
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=[m.stem for m in MANIFESTS])
+def test_committed_prediction_intervals_hold_the_confidence_intervals(manifest: Path) -> None:
+    """Each ``[pi95]`` range holds its field's ``[ci95]`` range around the same fitted value,
+    and is wider for the fields that scale a law's time (efficiencies, floors, bandwidths)
+    wherever it is not at the field's bounds; n½ and S½ keep their confidence interval."""
+    m = read_manifest(manifest)
+    assert m.pi95 and set(m.pi95) == set(m.ci95)
+    for key, text in m.pi95.items():
+        low, nominal, high, _ = parse_range(text)
+        c_low, c_nominal, c_high, _ = parse_range(m.ci95[key])
+        assert nominal == pytest.approx(c_nominal, rel=1e-3), key
+        assert low <= c_low * (1 + 1e-3) and high >= c_high * (1 - 1e-3), key
+        if key.endswith(("efficiency", "floor", "bandwidth")):
+            assert low < c_low or low == 0, key
+            assert high > c_high or high == pytest.approx(1.0), key  # an efficiency at 100%
+        else:
+            assert (low, high) == pytest.approx((c_low, c_high), rel=1e-3), key
+
+
+def test_prediction_intervals_cover_new_measurements(reg: Any, tmp_path: Path) -> None:
+    """The meaning of a 95% prediction interval, on synthetic copy-kernel measurements drawn
+    from the copy law with multiplicative lognormal scatter (σ = 0.1 in ln time): fitted to
+    40 of them, the law at the corners of the fields' prediction intervals (the band's box)
+    holds 95% of 4,000 new draws at the same sizes, on average over five tables (each at
+    least 88%), where the confidence intervals alone hold under half (they bound the law's
+    value, not a new kernel's time)."""
+    entry = load_entry("h200", reg.kinds)
+    bandwidth = _value(entry, "hardware.hbm_bandwidth")  # B/s
+    eta, floor, sigma = 0.8, 3 * US, 0.1
+    sizes = np.geomspace(1e6, 4e9, 40)  # bytes read + written
+    pis, cis = [], []
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+
+        def draw(n: int, rng: np.random.Generator = rng) -> tuple[np.ndarray, np.ndarray]:
+            b = rng.choice(sizes, n)
+            return b, (floor + b / (bandwidth * eta)) * np.exp(rng.normal(0.0, sigma, n))
+
+        b, t = draw(len(sizes))
+        data = tmp_path / f"copy-{seed}.csv"
+        data.write_text(
+            "primitive,bytes [B],time [s],source\n"
+            + "".join(f"memory_copy,{x:.6g},{y:.6g},synthetic\n" for x, y in zip(b, t, strict=True))
+        )
+        got = {f.path: f for f in calibrate(entry, [data], reg,
+                                            ["hbm_efficiency", "kernel_floor"]).fields}  # fmt: skip
+        e_fit, f_fit = got["hardware.hbm_efficiency"], got["hardware.kernel_floor"]
+        assert e_fit.spread == pytest.approx(2.02 * sigma, rel=0.35)  # t₀.₉₇₅(38 d.o.f.)·σ
+        new_b, new_t = draw(4000)
+
+        def held(e: tuple[float, float], f: tuple[float, float],
+                 new_b: np.ndarray = new_b, new_t: np.ndarray = new_t) -> float:  # fmt: skip
+            fast = f[0] + new_b / (bandwidth * e[1])
+            slow = f[1] + new_b / (bandwidth * e[0])
+            return float(np.mean((new_t >= fast) & (new_t <= slow)))
+
+        pis.append(held(prediction_interval(e_fit), prediction_interval(f_fit)))
+        cis.append(held((e_fit.low, e_fit.high), (f_fit.low, f_fit.high)))
+    assert 0.93 <= np.mean(pis) <= 0.98 and min(pis) >= 0.88, pis
+    assert max(cis) < 0.5, cis
 
 
 # ---------------------------------------------------------------- --check, [frontier], [bound]

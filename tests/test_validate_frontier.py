@@ -177,10 +177,10 @@ def test_ranking_compares_measured_and_predicted_orders():
     )
 
 
-def _manifest(tmp_path: Path, intervals: str) -> Path:
+def _manifest(tmp_path: Path, intervals: str, table: str = "ci95", extra: str = "") -> Path:
     folder = tmp_path / "calibration"
-    folder.mkdir(exist_ok=True)
-    (folder / "h100.toml").write_text(f'spec = "h100"\ndata = []\n[ci95]\n{intervals}\n')
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "h100.toml").write_text(f'spec = "h100"\ndata = []\n[{table}]\n{intervals}\n{extra}')
     return folder
 
 
@@ -216,6 +216,31 @@ def test_point_band_bounds_the_metric_over_the_calibration_interval(tmp_path):
     assert r.inside is (lo <= 9000 <= hi)
 
 
+def test_a_band_takes_the_prediction_intervals_over_the_confidence_intervals(tmp_path):
+    """Where a manifest states both, the band is the metric over the ``[pi95]`` box: the wider
+    prediction interval of a value its spec file set, not the ``[ci95]`` one."""
+    row = POINT.format(measured="9000 tokens/s", sets="")
+    bands_of = {}
+    for name, folder in (
+        ("ci", _manifest(tmp_path / "ci", '"hbm_efficiency" = "0.80..0.88"')),
+        (
+            "both",
+            _manifest(
+                tmp_path / "both",
+                '"hbm_efficiency" = "0.70..0.95"',
+                "pi95",
+                '[ci95]\n"hbm_efficiency" = "0.80..0.88"\n',
+            ),
+        ),
+        ("pi", _manifest(tmp_path / "pi", '"hbm_efficiency" = "0.70..0.95"', "pi95")),
+    ):
+        rows = validate.load_rows([_table(tmp_path, row)])
+        (r,) = validate.predict(rows, intervals=bands.calibration_intervals(folder))
+        bands_of[name] = r.band
+    assert bands_of["both"] == bands_of["pi"]
+    assert bands_of["pi"][0] < bands_of["ci"][0] < bands_of["ci"][1] < bands_of["pi"][1]
+
+
 def test_an_interval_applies_only_where_the_spec_file_set_the_value(tmp_path):
     """A row that sets the calibrated field itself has no calibration band."""
     folder = _manifest(tmp_path, '"hbm_efficiency" = "0.80..0.88"')
@@ -231,10 +256,12 @@ def test_an_interval_applies_only_where_the_spec_file_set_the_value(tmp_path):
         ('"hbm_efficiency" = "0.9"', "ci95.hbm_efficiency", "not a range"),
         ('"hbm_efficiency" = "0.9..0.8"', "ci95.hbm_efficiency", "low end above"),
         ('"hbm_efficiency" = "0.1..0.2"', "ci95.hbm_efficiency", "does not hold"),
+        ('"hbm_efficiency" = "0.9"', "pi95.hbm_efficiency", "not a range"),
+        ('"hbm_efficiency" = "0.1..0.2"', "pi95.hbm_efficiency", "does not hold"),
     ],
 )
 def test_bad_intervals_are_one_line_errors(tmp_path, intervals, key, problem):
-    folder = _manifest(tmp_path, intervals)
+    folder = _manifest(tmp_path, intervals, key.split(".")[0])
     rows = validate.load_rows([_table(tmp_path, POINT.format(measured="9000 tokens/s", sets=""))])
     with pytest.raises(SpecError) as e:
         validate.predict(rows, intervals=bands.calibration_intervals(folder))

@@ -2,10 +2,13 @@
 
 Two sources make an input uncertain (docs/validation.md, "Bands"):
 
-- the calibration's 95% intervals: a manifest ``specs/calibration/<gpu>.toml`` may carry an
-  ``[ci95]`` table of hardware field = ``"LOW..HIGH"`` for the spec its ``spec`` key
-  names (``"moe_efficiency" = "0.57..0.63"``). An interval applies where the hardware spec
-  file it calibrates set the value (a ``--set`` of the field, or another spec, keeps it exact);
+- the calibration's 95% prediction intervals: a manifest ``specs/calibration/<gpu>.toml``
+  may carry a ``[pi95]`` table of hardware field = ``"LOW..HIGH"`` for the spec its ``spec``
+  key names (``"moe_efficiency" = "0.47..0.76"``): where the fitted value lies, widened by
+  how far the table's own points scatter about the law (`stepwall.apps.calibrate.
+  prediction_interval`); a manifest with only ``[ci95]`` (the confidence intervals) gives
+  those. An interval applies where the hardware spec file it calibrates set the value (a
+  ``--set`` of the field, or another spec, keeps it exact);
 - the stated ranges of the specs themselves (docs/ranges.md), e.g. an engine's unmeasured
   overlap efficiency written ``"0.5..1 (1)"``.
 
@@ -37,6 +40,7 @@ from stepwall.spec.loader import find_spec_file, read_toml
 from stepwall.spec.validation import load_scenario
 
 INTERVAL_EXPECTED = 'LOW..HIGH, the 95% interval of the fitted value, e.g. "0.57..0.63"'
+TABLES = ("pi95", "ci95")  # the interval tables a band takes, the first a manifest has
 
 
 @attrs.frozen
@@ -48,38 +52,42 @@ class Interval:
     high: float
     text: str  # as written
     manifest: str
+    table: str = "pi95"  # the manifest's table that states it
 
 
 Intervals = Mapping[Path, Mapping[str, Interval]]  # hardware spec file -> path -> interval
 
 
 def calibration_intervals(folder: Path | None = None) -> dict[Path, dict[str, Interval]]:
-    """The ``[ci95]`` of every calibration manifest in ``folder`` (default: the
-    catalog's ``calibration/``), by the hardware spec file each calibrates (resolved)."""
+    """The ``[pi95]`` (else the ``[ci95]``) of every calibration manifest in ``folder``
+    (default: the catalog's ``calibration/``), by the hardware spec file each calibrates
+    (resolved)."""
     out: dict[Path, dict[str, Interval]] = {}
     root = catalog_root() / "calibration" if folder is None else folder
     for manifest in sorted(root.glob("*.toml")):
         where = str(manifest)
         doc = read_toml(manifest)
-        given = doc.get("ci95")
-        if given is None:
+        name = next((t for t in TABLES if t in doc), None)
+        if name is None:
             continue
+        given = doc[name]
         if not isinstance(given, dict):
-            raise SpecError(where, "ci95", "is not a table", f"field = {INTERVAL_EXPECTED}")
+            raise SpecError(where, name, "is not a table", f"field = {INTERVAL_EXPECTED}")
         spec = doc.get("spec")
         if not isinstance(spec, str) or not spec.strip():
             raise SpecError(where, "spec", "missing", "the hardware spec the manifest calibrates")
         hw = find_spec_file(spec, "hardware", where=where, key="spec").resolve()
         own = out.setdefault(hw, {})
         for field, text in flat_keys(given):
-            key = f"ci95.{field}"
+            key = f"{name}.{field}"
             if not is_range(text):
                 raise SpecError(where, key, f"{text!r} is not a range", INTERVAL_EXPECTED)
             try:
                 low, _, high, _ = parse_range(str(text))
             except UnitError as e:
                 raise SpecError(where, key, str(e), SYNTAX) from None
-            own[f"hardware.{field}"] = Interval(f"hardware.{field}", low, high, str(text), where)
+            own[f"hardware.{field}"] = Interval(f"hardware.{field}", low, high, str(text), where,
+                                                name)  # fmt: skip
     return out
 
 
@@ -108,7 +116,7 @@ def _calibrated(sc: Any, intervals: Intervals) -> list[tuple[Interval, Any]]:
                 continue
             nominal = float(sc.values[sym])
             if not iv.low <= nominal <= iv.high:
-                raise SpecError(iv.manifest, f"ci95.{path[9:]}", f"{iv.text!r} does not "
+                raise SpecError(iv.manifest, f"{iv.table}.{path[9:]}", f"{iv.text!r} does not "
                                 f"hold the spec's value {nominal:.6g}",
                                 "the 95% interval around the fitted value")  # fmt: skip
             out.append((iv, sym))
@@ -124,7 +132,7 @@ def ranged_inputs(
     calibrated = _calibrated(model.scenario, intervals)
     shaping = [iv for iv, _ in calibrated if iv.path in model.structural_keys]
     for iv in _changing_shape(model, shaping, registry):
-        raise SpecError(iv.manifest, f"ci95.{iv.path[9:]}", "decides which terms "
+        raise SpecError(iv.manifest, f"{iv.table}.{iv.path[9:]}", "decides which terms "
                         "the model has, so it cannot take an interval",
                         "a continuous value")  # fmt: skip
     for iv, sym in calibrated:

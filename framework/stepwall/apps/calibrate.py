@@ -77,7 +77,11 @@ Array = npt.NDArray[np.float64]
 DRIFT = 1e-3  # --check: a committed value more than 0.1% off its fit has drifted
 UPDATES = 8  # --check --update: writes and refits until the fit agrees with what it wrote
 SECTIONS = ("hardware", "cluster")  # entries whose fields primitives fit
-MANIFEST_KEYS = ("spec", "data", "fit", "description", "source", "frontier", "bound", "ci95")
+MANIFEST_KEYS = ("spec", "data", "fit", "description", "source", "frontier", "bound",
+                 "ci95", "pi95")  # fmt: skip
+# fields that scale a law's time (time ∝ value or 1/value): their prediction interval also
+# takes the scatter of the rows they price; n½ and S½ shape the ramp and keep their CI
+SCALE_SUFFIXES = ("efficiency", "floor", "bandwidth")
 # the scale of a field whose spec value is 0 (a floor), by dimension: the fit's unit step
 ZERO_SCALE = {TIME: 1e-6, BANDWIDTH: 1e11, COMPUTE_RATE: 1e14, INFORMATION: 1e6}
 ZERO_UNIT = {TIME: "us", BANDWIDTH: "GB/s", COMPUTE_RATE: "TFLOP/s", INFORMATION: "B"}
@@ -499,6 +503,10 @@ class FieldFit:
     files: tuple[str, ...]
     rms: float
     max: float
+    # a new measurement's 95% half-width in ln(time) about the law: t₀.₉₇₅·s over the n points
+    # that inform the field, s² = Σ ln(model/measured)² / (n − fields they inform)
+    spread: float = 0.0
+    bounds: tuple[float, float] = (0.0, math.inf)  # the values the field may take
 
 
 @attrs.frozen
@@ -688,7 +696,7 @@ def fit(problem: Problem, requested: Sequence[str] | None = None,
         if path in dropped:
             flag = f"not identifiable: {dropped[path]}; spec value kept"
             out.append(FieldFit(path, param.dim, start, start, start, start, False, (flag,), 0,
-                                (), 0.0, 0.0))  # fmt: skip
+                                (), 0.0, 0.0, 0.0, _bounds(sc, path, 0.0)))  # fmt: skip
             continue
         if path not in fields:
             continue  # not asked for with --fit
@@ -713,7 +721,9 @@ def fit(problem: Problem, requested: Sequence[str] | None = None,
                             max(value - half, low_b) if math.isfinite(half) else half,
                             min(value + half, high_b) if math.isfinite(half) else half,
                             True, tuple(flags), int(rows.sum()), cited,
-                            _rms(err), float(np.abs(err).max()) if len(err) else 0.0))  # fmt: skip
+                            _rms(err), float(np.abs(err).max()) if len(err) else 0.0,
+                            _spread(r[rows], int(partners), lambda d: float(stats.t.ppf(0.975, d))),
+                            (low_b, high_b)))  # fmt: skip
     groups, at = [], 0
     for g in problem.groups:
         err = rel[at : at + len(g.rows)]
@@ -726,6 +736,16 @@ def fit(problem: Problem, requested: Sequence[str] | None = None,
 
 def _rms(err: Array) -> float:
     return float(np.sqrt(np.mean(err**2))) if len(err) else 0.0
+
+
+def _spread(log_err: Array, fields: int, t975: Callable[[int], float]) -> float:
+    """The 95% half-width of a new point's ln(time) about the law: Student's t₀.₉₇₅ with
+    n − k degrees of freedom (``t975``) times s = √(Σ r² / (n − k)), over n residuals r that
+    k fitted fields inform (none left over: 0, no spread can be told)."""
+    dof = len(log_err) - fields
+    if dof < 1:
+        return 0.0
+    return t975(dof) * math.sqrt(float(log_err @ log_err) / dof)
 
 
 # ---------------------------------------------------------------- values as spec text
@@ -938,6 +958,8 @@ def fit_document(fit: Fit) -> dict[str, Any]:
                 "start": f.start,
                 "value": f.value,
                 "ci95": [num(f.low), num(f.high)],
+                "pi95": [num(v) for v in prediction_interval(f)],
+                "spread": f.spread,
                 "text": value_text(f.value, f.dim) if f.fitted else None,
                 "fitted": f.fitted,
                 "flags": list(f.flags),
@@ -1043,6 +1065,7 @@ class Manifest:
     frontier: Mapping[str, Mapping[str, tuple[float, float]]] = attrs.field(factory=dict)
     bound: Mapping[str, float] = attrs.field(factory=dict)  # table -> frontier RMS bound, %
     ci95: Mapping[str, str] = attrs.field(factory=dict)  # field key -> "LOW..HIGH (FIT)"
+    pi95: Mapping[str, str] = attrs.field(factory=dict)  # the same, prediction intervals
 
 
 def _frontier(doc: Any, where: str) -> dict[str, dict[str, tuple[float, float]]]:
@@ -1113,13 +1136,16 @@ def read_manifest(path: Path) -> Manifest:
     if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
         raise SpecError(where, "fit", "not a list of field names",
                         'e.g. fit = ["hbm_efficiency", "bf16.efficiency"]')  # fmt: skip
-    ci95 = doc.get("ci95", {})
-    if not isinstance(ci95, dict) or not all(isinstance(v, str) for v in ci95.values()):
-        raise SpecError(where, "ci95", "not a table of ranges",
-                        'written by stepwall calibrate --check --update')  # fmt: skip
+    tables = {}
+    for key in ("ci95", "pi95"):
+        given = doc.get(key, {})
+        if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
+            raise SpecError(where, key, "not a table of ranges",
+                            'written by stepwall calibrate --check --update')  # fmt: skip
+        tables[key] = dict(given)
     return Manifest(path, spec, tuple((path.parent / d).resolve() for d in data), tuple(fields),
                     _frontier(doc.get("frontier", {}), where), _bound(doc.get("bound", {}), data,
-                    where), dict(ci95))  # fmt: skip
+                    where), tables["ci95"], tables["pi95"])  # fmt: skip
 
 
 def manifests_in(refs: Sequence[str]) -> tuple[list[Path], str]:
@@ -1261,6 +1287,34 @@ def ci95_text(f: FieldFit) -> str | None:
     return f"{_shown(f.low, f.dim)}..{_shown(f.high, f.dim)} ({_shown(f.value, f.dim)})"
 
 
+def prediction_interval(f: FieldFit) -> tuple[float, float]:
+    """A fitted field's 95% prediction interval. For a field that scales a law's time
+    (`SCALE_SUFFIXES`), each side of its 95% confidence interval in log space, c = ln(v/low)
+    or ln(high/v) about the fitted v, joined in quadrature with the spread w of a new point
+    about the law (`FieldFit.spread`: t₀.₉₇₅ times the residual standard deviation of the
+    points that inform it): v·e^(∓√(c² + w²)), within the field's bounds (a regression's
+    prediction interval: the fitted value's uncertainty and a new measurement's scatter,
+    docs/calibration.md, "Prediction intervals"). Other fields (n½, S½: the ramp's shape)
+    keep their confidence interval."""
+    if not any(f.path.endswith(s) for s in SCALE_SUFFIXES) or f.value <= 0:
+        return f.low, f.high
+    spread = f.spread**2
+    down = math.log(f.value / f.low) if f.low > 0 else math.inf
+    up = math.log(f.high / f.value)
+    low = f.value * math.exp(-math.sqrt(down**2 + spread)) if math.isfinite(down) else f.low
+    high = f.value * math.exp(math.sqrt(up**2 + spread))
+    return max(low, f.bounds[0]), min(high, f.bounds[1])
+
+
+def pi95_text(f: FieldFit) -> str | None:
+    """`prediction_interval` as a spec range, ``"LOW..HIGH (FIT)"``; None where the fit
+    leaves the field undetermined."""
+    if ci95_text(f) is None:
+        return None
+    low, high = prediction_interval(f)
+    return f"{_shown(low, f.dim)}..{_shown(high, f.dim)} ({_shown(f.value, f.dim)})"
+
+
 def _ci_drifted(committed: str | None, fitted: str | None) -> bool:
     """Whether a committed interval is more than `DRIFT` off the fitted one (at any end)."""
     if committed is None or fitted is None:
@@ -1284,34 +1338,49 @@ def _residual_lines(fits: Sequence[TableFit], bound: Mapping[str, float]) -> lis
     return ["  " + line for line in _table(rows, right=(2, 3, 4, 6, 7, 8, 9))]
 
 
-def _write_ci95(m: Manifest, texts: Mapping[str, str]) -> None:
-    """Set the manifest's ``[ci95]`` table to ``texts`` (comments and layout kept)."""
+def _write_intervals(m: Manifest, tables: Mapping[str, Mapping[str, str]]) -> None:
+    """Set the manifest's interval tables (``ci95``, ``pi95``) to ``tables`` (comments and
+    layout kept)."""
     doc = tomlkit.parse(m.path.read_text(encoding="utf-8-sig"))
-    table = tomlkit.table()
-    for key, text in texts.items():
-        table[key] = text
-    doc["ci95"] = table
+    for name, texts in tables.items():
+        table = tomlkit.table()
+        for key, text in texts.items():
+            table[key] = text
+        doc[name] = table
     write_file(m.path, tomlkit.dumps(doc), check=read_manifest)
 
 
-def _intervals(entry: Entry, result: Fit) -> dict[str, str]:
-    return {entry.local(f.path): t for f in result.written if (t := ci95_text(f)) is not None}
+def _intervals(entry: Entry, result: Fit) -> dict[str, dict[str, str]]:
+    """The fit's interval tables: field key -> range text, confidence (``ci95``) and
+    prediction (``pi95``)."""
+    out: dict[str, dict[str, str]] = {"ci95": {}, "pi95": {}}
+    for f in result.written:
+        for name, text in (("ci95", ci95_text(f)), ("pi95", pi95_text(f))):
+            if text is not None:
+                out[name][entry.local(f.path)] = text
+    return out
+
+
+def _committed(m: Manifest) -> dict[str, Mapping[str, str]]:
+    return {"ci95": m.ci95, "pi95": m.pi95}
 
 
 def _settled(result: Fit, m: Manifest, entry: Entry) -> bool:
     """Whether every fitted value and interval agrees with the committed one."""
     moved = any(abs(f.value - f.start) > DRIFT * abs(f.start) or (f.start == 0 and f.value != 0)
                 for f in result.written)  # fmt: skip
-    fitted = _intervals(entry, result)
-    return not moved and not any(_ci_drifted(m.ci95.get(k), fitted.get(k))
-                                 for k in dict.fromkeys([*fitted, *m.ci95]))  # fmt: skip
+    fitted, committed = _intervals(entry, result), _committed(m)
+    return not moved and not any(_ci_drifted(committed[t].get(k), fitted[t].get(k))
+                                 for t in fitted
+                                 for k in dict.fromkeys([*fitted[t], *committed[t]]))  # fmt: skip
 
 
 def _refit(path: Path, registry: Any, updates: int) -> tuple[Manifest, Entry, Fit]:
     """Fit a manifest's spec to its data; with ``updates`` > 0, write the fit (values into the
-    spec, intervals into the manifest's ``[ci95]``) and refit from there until it agrees with
-    what is written (a fit from a new start can move a loosely determined field), at most
-    ``updates`` times; each write also marks the sources this fit no longer sets (`KEPT`)."""
+    spec, intervals into the manifest's ``[ci95]`` and ``[pi95]``) and refit from there until
+    it agrees with what is written (a fit from a new start can move a loosely determined
+    field), at most ``updates`` times; each write also marks the sources this fit no longer
+    sets (`KEPT`)."""
     for i in range(updates + 1):
         m = read_manifest(path)
         entry = load_entry(m.spec, registry.kinds, manifest=path)
@@ -1319,7 +1388,7 @@ def _refit(path: Path, registry: Any, updates: int) -> tuple[Manifest, Entry, Fi
         if i == updates or (i > 0 and _settled(result, m, entry)):  # written once at least
             break
         write_spec(entry.path, calibrated_toml(result, entry.path), entry, registry.kinds)
-        _write_ci95(m, _intervals(entry, result))
+        _write_intervals(m, _intervals(entry, result))
     return m, entry, result
 
 
@@ -1328,7 +1397,7 @@ def check(refs: Sequence[str], registry: Any, update: bool = False) -> tuple[lis
     per table and primitive group (all rows, and the sizes its ``[frontier]`` names, against
     its ``[bound]``), a line per drifted value or interval and per table over its bound; and
     how many failed. ``update``: write the refit values into the spec and the intervals into
-    the manifest's ``[ci95]`` first (what drifted no longer does).
+    the manifest's ``[ci95]`` and ``[pi95]`` first (what drifted no longer does).
 
     Stays whole: one pass per manifest — fit, compare, report — whose lines and counts share
     the fit.
@@ -1352,12 +1421,15 @@ def check(refs: Sequence[str], registry: Any, update: bool = False) -> tuple[lis
                 bad.append(f"{spec}:{f.path}: committed {_shown(f.start, f.dim)}, fit "
                            f"{_shown(f.value, f.dim)}{change} (by {shown_path(str(path))}; "
                            "refit with stepwall calibrate --check --update)")  # fmt: skip
-        if m.ci95:  # a manifest without intervals states none (--update writes them)
-            for key in dict.fromkeys([*intervals, *m.ci95]):
-                if _ci_drifted(m.ci95.get(key), intervals.get(key)):
+        for name, committed in _committed(m).items():
+            if not committed:  # a manifest without intervals states none (--update writes them)
+                continue
+            fitted_t = intervals[name]
+            for key in dict.fromkeys([*fitted_t, *committed]):
+                if _ci_drifted(committed.get(key), fitted_t.get(key)):
                     drifted += 1
-                    bad.append(f"{shown_path(str(path))}:ci95.{key}: committed "
-                               f"{m.ci95.get(key, 'none')}, fit {intervals.get(key, 'none')} "
+                    bad.append(f"{shown_path(str(path))}:{name}.{key}: committed "
+                               f"{committed.get(key, 'none')}, fit {fitted_t.get(key, 'none')} "
                                "(refit with stepwall calibrate --check --update)")  # fmt: skip
         fitted = f"{result.points} points (RMS {_pct(result.rms)}%, max {_pct(result.max)}%)"
         if bad:

@@ -33,10 +33,13 @@ fitted value replaced and its sources entry naming the data's SHA-256, points an
 
 --check re-fits every shipped calibration (specs/calibration/*.toml: spec = "b200",
 data = ["b200-gemm.csv", ...], optional fit = [...], [frontier] sizes, [bound] per table,
-[ci95] intervals) and prints the RMS and max residual per table and primitive group, over all
-rows and over the sizes the frontier uses; it exits 1 with a line per committed value or
-interval more than 0.1% off its fit and per table over its bound; exit 0 when all agree.
---check --update writes the refit values and intervals first. Bad data is one line, exit 2.
+[ci95] confidence and [pi95] prediction intervals) and prints the RMS and max residual per
+table and primitive group, over all rows and over the sizes the frontier uses; it exits 1
+with a line per committed value or interval more than 0.1% off its fit and per table over its
+bound; exit 0 when all agree. --check --update writes the refit values and intervals first.
+A prediction interval joins a field's confidence interval with the scatter of the points it
+prices about the law (where a new kernel's time falls); validate's bands take it. Bad data
+is one line, exit 2.
 
 examples:
   stepwall calibrate --primitives                       # the primitives and their columns
@@ -75,7 +78,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
                    "by more than 0.1%%")  # fmt: skip
     p.add_argument("--update", action="store_true",
                    help="with --check: first write each refit value into its spec and the 95%% "
-                   "intervals into the manifest's [ci95]")  # fmt: skip
+                   "intervals into the manifest's [ci95] and [pi95]")  # fmt: skip
     p.add_argument("--primitives", action="store_true",
                    help="list the primitives (columns, fields, law); with SPEC, each law as a "
                    "formula over its fields")  # fmt: skip

@@ -48,7 +48,7 @@ same scenario, search and set share one search; a ranking group's rows share a t
   source = "…"
   url = "…"
 
-Each prediction has a band over the calibration's 95% intervals ([intervals] of
+Each prediction has a band over the calibration's 95% prediction intervals ([pi95] of
 specs/calibration/*.toml) and the specs' stated ranges; the summary gives the share of
 measurements inside their bands (coverage) and each ranking group's two orders.
 
