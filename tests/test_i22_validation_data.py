@@ -163,12 +163,12 @@ def test_frontier_rows_cover_the_issue() -> None:
 
 
 def test_latency_rows_are_times_at_load() -> None:
-    """At least 6 latency rows, each a TTFT, TPOT or end-to-end latency (a time) measured with
-    more than one request in flight."""
+    """At least 6 latency rows, each a TTFT, TPOT, ITL or end-to-end latency (a time)
+    measured with more than one request in flight."""
     rows = _toml(TABLES / "latency.toml")["row"]
     assert len(rows) >= 6 and {r["class"] for r in rows} == {"latency"}
     for r in rows:
-        assert r["metric"] in ("ttft_s", "ttft_p99_s", "tpot_s", "e2e_latency_s"), r["id"]
+        assert r["metric"] in ("ttft_s", "ttft_p99_s", "tpot_s", "itl_s", "e2e_latency_s"), r["id"]
         _, dim = parse_quantity(r["measured"])
         assert dim == parse_quantity("1 s")[1], r["id"]
         assert _concurrency(r) > 1, r["id"]

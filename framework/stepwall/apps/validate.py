@@ -65,7 +65,7 @@ CLASSES = {
     "dense": "dense and small-expert models (not DeepSeek-shaped)",
     "frontier": "best METRIC at ≥ TARGET through search",
     "disagg": "a P/D deployment at ≥ TARGET through search --disagg: throughput and GPUs",
-    "latency": "TTFT / TPOT / end-to-end latency at real load",
+    "latency": "TTFT / TPOT / ITL / end-to-end latency at real load",
     "middle": "single points at 8–256 requests per replica",
     "other": "anything else",
 }
