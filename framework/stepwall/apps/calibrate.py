@@ -81,7 +81,7 @@ MANIFEST_KEYS = ("spec", "data", "fit", "description", "source", "frontier", "bo
                  "ci95", "pi95")  # fmt: skip
 # fields that scale a law's time (time ∝ value or 1/value): their prediction interval also
 # takes the scatter of the rows they price; n½ and S½ shape the ramp and keep their CI
-SCALE_SUFFIXES = ("efficiency", "floor", "bandwidth")
+SCALE_SUFFIXES = ("efficiency", "floor", "bandwidth", "latency")
 # the scale of a field whose spec value is 0 (a floor), by dimension: the fit's unit step
 ZERO_SCALE = {TIME: 1e-6, BANDWIDTH: 1e11, COMPUTE_RATE: 1e14, INFORMATION: 1e6}
 ZERO_UNIT = {TIME: "us", BANDWIDTH: "GB/s", COMPUTE_RATE: "TFLOP/s", INFORMATION: "B"}
