@@ -904,18 +904,20 @@ def render_text(fit: Fit) -> str:
     rows += [[g.label, str(g.points), f"{_pct(g.rms)}%", f"{_pct(g.max)}%"] for g in fit.groups]
     rows.append(["all", str(fit.points), f"{_pct(fit.rms)}%", f"{_pct(fit.max)}%"])
     lines += _table(rows, right=(1, 2, 3))
-    lines += ["", "fields (95% confidence interval)"]
-    rows = [["field", "start", "fit", "95% CI", "points", "flags"]]
+    lines += ["", "fields (95% CI: where the fit lies; 95% PI: where a new kernel's time puts it)"]
+    rows = [["field", "start", "fit", "95% CI", "95% PI", "points", "flags"]]
     for f in fit.fields:
         start = _shown(f.start, f.dim)
         if not f.fitted:
-            rows.append([entry.local(f.path), start, "-", "-", "-", "; ".join(f.flags)])
+            rows.append([entry.local(f.path), start, "-", "-", "-", "-", "; ".join(f.flags)])
             continue
-        ci = (f"{_shown(f.low, f.dim)} .. {_shown(f.high, f.dim)}" if math.isfinite(f.low)
-              else "undetermined")  # fmt: skip
-        rows.append([entry.local(f.path), start, _shown(f.value, f.dim), ci, str(f.points),
+        ci, pi = (
+            (f"{_shown(lo, f.dim)} .. {_shown(hi, f.dim)}" if math.isfinite(lo) else "undetermined")
+            for lo, hi in ((f.low, f.high), prediction_interval(f))
+        )
+        rows.append([entry.local(f.path), start, _shown(f.value, f.dim), ci, pi, str(f.points),
                      "; ".join(f.flags)])  # fmt: skip
-    lines += _table(rows, right=(1, 2, 4))
+    lines += _table(rows, right=(1, 2, 5))
     if not fit.converged:
         lines.append(f"the fit stopped before converging: {fit.message}")
     return "\n".join(lines)
