@@ -27,9 +27,10 @@ the measured time is required (time [us], time [ms], ...); other columns are ign
 are priced by the laws the model itself uses, and the spec fields those laws read (those the
 primitives name; --fit to choose) are fitted by bounded least squares on log(model/measured),
 starting from the spec's values. The output shows the residual per primitive group and each
-field with a 95% confidence interval and flags (on a bound, not identifiable: kept at the
-spec value, too few points). -o writes the spec back with comments and layout kept, each
-fitted value replaced and its sources entry naming the data's SHA-256, points and residual.
+field with its 95% confidence and prediction intervals and flags (on a bound, not
+identifiable: kept at the spec value, too few points). -o writes the spec back with comments
+and layout kept, each fitted value replaced and its sources entry naming the data's SHA-256,
+points and residual.
 
 --check re-fits every shipped calibration (specs/calibration/*.toml: spec = "b200",
 data = ["b200-gemm.csv", ...], optional fit = [...], [frontier] sizes, [bound] per table,
