@@ -752,13 +752,11 @@ def moe_activation_bytes(
     rank holds is read and written quantised (b_out + b_in) and its combined output written
     (b_out); the first GEMM reads each of the rank's picks' rows of ``width`` at the GEMMs'
     input precision b_in, the second writes it at the output precision b_out and the
-    finalize reads it back: width·(picks·(b_in + 2·b_out) + tokens·(2·b_out + b_in)), the
-    traffic every library has (a separate permutation kernel adds 2·b_in per pick). It grows
-    with the picks, not the experts' width, so it dominates where experts are split thin and
-    at prefill sizes (docs/physics.md, "Activation traffic of the routed experts")."""
-    per_pick = input_bits + 2 * output_bits
-    per_token = 2 * output_bits + input_bits
-    return width * (picks * per_pick + tokens * per_token)
+    finalize reads it back (b_in + 2·b_out again): width·(picks + tokens)·(b_in + 2·b_out),
+    the traffic every library has (a separate permutation kernel adds 2·b_in per pick). It
+    grows with the picks, not the experts' width, so it dominates where experts are split
+    thin and at prefill sizes (docs/physics.md, "Activation traffic of the routed experts")."""
+    return width * (picks + tokens) * (input_bits + 2 * output_bits)
 
 
 # ---------------------------------------------------------------- in-flight batching

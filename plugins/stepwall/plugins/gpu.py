@@ -268,8 +268,10 @@ def _moe(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -
     op = Op("moe", hit * expert * x["weight_bits"], expert * picks * FLOPS_PER_MAC, PLUGIN,
             "a routed-expert layer", "calibration", sp.S.One, "", "grouped_gemm",
             t["precision"], picks / hit)  # fmt: skip
+    # the tables' kernels write the GEMMs' output in BF16
     moved = moe_activation_bytes(picks, x["tokens"], x["hidden"],
-                                 GEMM_INPUT_BYTES[t["precision"]] * BYTE, 2 * BYTE)  # fmt: skip
+                                 GEMM_INPUT_BYTES[t["precision"]] * BYTE,
+                                 GEMM_INPUT_BYTES["bf16"] * BYTE)  # fmt: skip
     acts = Op("moe.activations", moved, sp.S.Zero, PLUGIN, "its activations around the GEMMs",
               "calibration", kind="grouped_gemm", precision=t["precision"])  # fmt: skip
     terms = [term for o in (op, acts) for term in op_terms(scenario, o, Engine(), PLUGIN)]
