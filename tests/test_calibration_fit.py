@@ -19,11 +19,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import sympy as sp
 
 from stepwall.apps.calibrate import (
+    FieldFit,
     build_problem,
     calibrate,
     fit,
@@ -36,6 +38,7 @@ from stepwall.apps.calibrate import (
 from stepwall.cli import main
 from stepwall.core.laws import BYTE, balanced_expert_load, moe_activation_bytes
 from stepwall.core.symbols import constants_in
+from stepwall.core.units import TIME
 from stepwall.plugin import registry
 from stepwall.spec.grammar import parse_range
 
@@ -242,6 +245,30 @@ def test_committed_intervals_are_ranges_around_the_committed_values(reg: Any, ma
         value = _value(entry, f"hardware.{key}")
         assert low <= value <= high, key
         assert nominal == pytest.approx(value, rel=1e-3), key
+
+
+def test_a_floor_fitted_at_zero_widens_its_upper_end_by_the_spread() -> None:
+    """A value on its zero bound has no log-space side below: its prediction interval keeps
+    0 and takes the upper end of its confidence interval times e^w (w: the spread)."""
+    floor = FieldFit(
+        "fp8.moe_floor",
+        TIME,
+        1e-5,
+        0.0,
+        0.0,
+        40e-6,
+        True,
+        ("on a bound",),
+        15,
+        ("t.csv",),
+        10.0,
+        30.0,
+        spread=0.5,
+        bounds=(0.0, math.inf),
+    )
+    assert prediction_interval(floor) == (0.0, pytest.approx(40e-6 * math.exp(0.5)))
+    capped = attrs.evolve(floor, path="fp8.moe_bandwidth_efficiency", bounds=(0.0, 1.0), high=0.9)
+    assert prediction_interval(capped) == (0.0, 1.0)
 
 
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=[m.stem for m in MANIFESTS])

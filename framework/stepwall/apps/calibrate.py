@@ -1296,10 +1296,13 @@ def prediction_interval(f: FieldFit) -> tuple[float, float]:
     about the law (`FieldFit.spread`: t₀.₉₇₅ times the residual standard deviation of the
     points that inform it): v·e^(∓√(c² + w²)), within the field's bounds (a regression's
     prediction interval: the fitted value's uncertainty and a new measurement's scatter,
-    docs/calibration.md, "Prediction intervals"). Other fields (n½, S½: the ramp's shape)
-    keep their confidence interval."""
-    if not any(f.path.endswith(s) for s in SCALE_SUFFIXES) or f.value <= 0:
+    docs/calibration.md, "Prediction intervals"); one fitted at zero (a floor on its bound)
+    has no log-space side below and widens its upper end by the spread, high·e^w. Other
+    fields (n½, S½: the ramp's shape) keep their confidence interval."""
+    if not any(f.path.endswith(s) for s in SCALE_SUFFIXES):
         return f.low, f.high
+    if f.value <= 0:
+        return f.low, min(f.high * math.exp(f.spread), f.bounds[1])
     spread = f.spread**2
     down = math.log(f.value / f.low) if f.low > 0 else math.inf
     up = math.log(f.high / f.value)

@@ -898,8 +898,9 @@ def fmt_band(r: Result) -> str:
 def _coverage_line(c: dict[str, Any]) -> str:
     if not c["banded"]:
         return f"band coverage: no row has a band ({c['unbanded']} without a ranged input)"
+    rest = f"; {c['unbanded']} rows without a ranged input" if c["unbanded"] else ""
     return (f"band coverage: {c['inside']} of {c['banded']} measurements inside their band "
-            f"({c['fraction']:.0%}); {c['unbanded']} rows without a ranged input")  # fmt: skip
+            f"({c['fraction']:.0%}){rest}")  # fmt: skip
 
 
 def _ranking_line(g: dict[str, Any]) -> str:

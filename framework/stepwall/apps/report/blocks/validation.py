@@ -166,9 +166,9 @@ def _band(r: validate.Result, scale: float) -> str:
 def _coverage(c: dict[str, Any]) -> str:
     if not c["banded"]:
         return f"Band coverage: no row has a band ({c['unbanded']} rows have no ranged input)."
+    rest = f"; {c['unbanded']} rows have no ranged input" if c["unbanded"] else ""
     return (f"Band coverage: **{c['inside']} of {c['banded']}** measurements lie inside their "
-            f"band ({c['fraction']:.0%}; bold in the table); {c['unbanded']} rows have no "
-            "ranged input.")  # fmt: skip
+            f"band ({c['fraction']:.0%}; bold in the table){rest}.")  # fmt: skip
 
 
 def _disagg(results: list[validate.Result], splits: dict[str, Any]) -> list[str]:
