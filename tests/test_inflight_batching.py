@@ -253,6 +253,54 @@ def test_interleaved_busiest_rank_matches_sampling(
     assert passes == pytest.approx(sampled_passes, rel=0.15)
 
 
+def interleaved_per_iteration(arrivals: float, prompt: int, ranks: int,
+                              iterations: int = 2_000_000) -> np.ndarray:  # fmt: skip
+    """The busiest rank's prompt tokens in the passes that follow each decode iteration:
+    k ~ Poisson(λ) prompts dealt round-robin put ⌈k/R⌉ of them on the busiest rank."""
+    k = np.random.default_rng(0).poisson(arrivals, iterations)
+    return prompt * np.ceil(k / ranks)
+
+
+# (prompt, chunk, ranks, arrivals per iteration): light loads, where most decode iterations
+# are followed by no pass, up to one prompt in two iterations
+INTERLEAVED_LIGHT = [(8192, 8192, 1, 4 / 1024), (1024, 8192, 8, 64 / 1024),
+                     (8192, 32768, 8, 16 / 1024), (1024, 2048, 4, 0.5)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("prompt", "chunk", "ranks", "arrivals"), INTERLEAVED_LIGHT)
+def test_interleaved_passes_cost_the_sampled_mean(
+    prompt: int, chunk: int, ranks: int, arrivals: float
+) -> None:
+    """An interleaving engine's own passes follow a share f = min(1, passes) of the decode
+    iterations and carry B/f prompt tokens each, so their mean cost is f·g(B/f) for a
+    concave g of a pass's tokens: the sampled mean, where g(B) in every iteration, a sliver
+    of a prompt after each, is off by far more."""
+    tokens, passes = law(arrivals, prompt, chunk, ranks, interleaved=True)
+    f = min(1.0, passes)
+    g = lambda x: concave_cost(x) - concave_cost(0)  # noqa: E731 - a pass's own cost
+    mixture = f * g(tokens / f)
+    sampled = float(np.mean(g(interleaved_per_iteration(arrivals, prompt, ranks))))
+    assert mixture == pytest.approx(sampled, rel=0.06)
+    assert abs(float(g(tokens)) - sampled) > 0.3 * sampled
+
+
+def test_a_rare_interleaved_prompt_costs_its_pass_once() -> None:
+    """DeepSeek-R1 FP8 on an H200 node with SGLang (TP-8, prefill in passes of its own) at 4
+    users of 8K prompts and 1K answers: a prompt arrives every 256 decode iterations, and
+    the mean iteration pays its pass once over them, the prefill alone's time ÷ 256 more
+    than an iteration that decodes only (not 32 prompt tokens in every iteration, which
+    would touch most of the experts each time)."""
+    base = ["hardware=h200", "cluster=hgx-h200-ib", "engine=sglang", "workload.concurrency=4"]
+    m = build_model("dsr1-fp8-mi300x-tp8-serving", base)
+    assert _value(m, m.steps[0].prefill_share) == pytest.approx(4 / 1024)  # 8K of 8K per pass
+    # the same users decoding at the serving step's mean context, ISL + OSL/2, no prompts
+    decode_only = build_model("dsr1-fp8-mi300x-tp8-serving",
+                              [*base, "workload.kind=decode", "workload.context=8704"])  # fmt: skip
+    t, t0 = (float(x.evaluate()["step_time_s"]) for x in (m, decode_only))
+    alone = float(m.evaluate()["prefill_s"])  # the 8K prompt's pass
+    assert t - t0 == pytest.approx(alone / 256, rel=0.1)
+
+
 @pytest.mark.parametrize(("prompt", "chunk", "ranks"), [(1024, 2048, 8), (8192, 2048, 8)])
 def test_synchronised_ranks_prefill_the_mean(prompt: int, chunk: int, ranks: int) -> None:
     """Held until every rank takes one (TensorRT-LLM's attention-DP balance), the busiest

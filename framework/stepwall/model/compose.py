@@ -493,14 +493,16 @@ def _cost_mixture(
     """One step's work and terms (``cost``: `_cost` for the scenario); a step whose prompt
     tokens ride in a share f of its iterations (``Step.prefill_share``) is priced as the
     mixture (1 − f)·T(decode only) + f·T(with B/f prompt tokens), term by term
-    (`laws.prefill_iteration_share`)."""
+    (`laws.prefill_iteration_share`); an interleaving engine's own prefill passes ride with
+    them (f of the iterations take passes/f each: one where passes < 1)."""
     f = step.prefill_share
     if f == 1:
         return cost(step)
     alone = attrs.evolve(step, prefill_tokens=sp.S.Zero, prefill_tokens_rank=sp.S.Zero,
-                         prefill_share=sp.S.One)  # fmt: skip
+                         prefill_passes=sp.S.Zero, prefill_share=sp.S.One)  # fmt: skip
     carrying = attrs.evolve(step, prefill_tokens=step.prefill_tokens / f,
                             prefill_tokens_rank=step.prefill_tokens_rank / f,
+                            prefill_passes=step.prefill_passes / f,
                             prefill_share=sp.S.One)  # fmt: skip
     _, decode_only = cost(alone)
     workload, terms = cost(carrying)

@@ -38,6 +38,7 @@ from stepwall.core.errors import SpecError
 from stepwall.core.fields import KindSpec, choice, flag, quantity
 from stepwall.core.laws import balance_window, busiest_rank_prefill, prefill_iteration_share
 from stepwall.core.scenario import Scenario
+from stepwall.core.symbols import min_of
 from stepwall.core.terms import Constraint, Decoding, Engine, Layout, Step, Workload
 from stepwall.plugin.hookspecs import hookimpl
 
@@ -217,9 +218,11 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
                       if synchronised else (None, sp.S.Zero))  # fmt: skip
     busiest, passes = busiest_rank_prefill(arrivals, new, budget, layout.ep, synchronised,
                                            interleaved, together)  # fmt: skip
-    # mixed in, a prompt's pieces ride in some iterations, not a sliver of one in every one
+    # a prompt's pieces ride in some iterations, not a sliver of one in every one: mixed in,
+    # in the iterations that take a piece; interleaved, in the passes of their own that
+    # follow a share min(1, passes) of the decode iterations
     share = (
-        sp.S.One
+        min_of(1, passes)
         if interleaved
         else prefill_iteration_share(busiest, arrivals, new, budget, synchronised)
     )
