@@ -205,3 +205,22 @@ def test_poisson_needs_a_rate() -> None:
         build_model(SERVING, ["workload.arrival=poisson"])
     with pytest.raises(SpecError, match="applies to arrival"):
         build_model(SERVING, ["workload.request_rate=2 Hz"])
+
+
+def test_a_prefill_pass_outside_cuda_graphs_takes_at_least_its_host_time() -> None:
+    """An engine that prefills eagerly (``engine.prefill_layer_host`` h per decoder layer)
+    takes max(GPU time, L·h) for one prompt alone: L·h where the pass is short (a 1K prompt
+    of DeepSeek-R1 on 8 H200s, 61 layers), the GPU time where it is long (8K), and the decode
+    step, captured in a CUDA graph, is not touched."""
+    h200 = "specs/scenarios/dsr1-fp8-h200-tp8-sglang-serving.toml"
+
+    def run(*sets: str) -> dict[str, Any]:
+        return build_model(h200, list(sets)).evaluate()
+
+    for isl in (1024, 8192):
+        eager = run(f"workload.input_tokens={isl}")
+        gpu = run(f"workload.input_tokens={isl}", "engine.prefill_layer_host=0 ms")
+        host = 61 * 1.354e-3
+        assert float(eager["prefill_s"]) == pytest.approx(max(float(gpu["prefill_s"]), host))
+        assert float(eager["step_time_s"]) == pytest.approx(float(gpu["step_time_s"]))
+    assert float(run("workload.input_tokens=1024")["prefill_s"]) == pytest.approx(61 * 1.354e-3)

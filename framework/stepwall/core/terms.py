@@ -357,7 +357,9 @@ class Engine:
     FLOPs only); the fraction of HBM
     bandwidth its kernels stream at, where it states one (``memory_efficiency``, else the
     hardware's per kind of kernel); the host time added per
-    kernel launch (``launch_overhead``: 0 under CUDA graphs); and how it overlaps work:
+    kernel launch (``launch_overhead``: 0 under CUDA graphs) and per decoder layer of a
+    forward pass it runs outside CUDA graphs, its prefill (``prefill_layer_host``: such a
+    pass takes at least layers times this); and how it overlaps work:
     two-batch overlap of communication with compute (``two_batch_overlap``, with the share of
     the GPU the communication kernels take, ``comm_sm_fraction``), shared experts on a side
     stream during dispatch (``overlap_shared_experts``), and the most prompt tokens one
@@ -377,6 +379,7 @@ class Engine:
     floor_factor: sp.Expr = sp.S.One
     activation_factor: sp.Expr = sp.S.One
     launch_overhead: sp.Expr = sp.S.Zero
+    prefill_layer_host: sp.Expr = sp.S.Zero  # host time per layer of a pass outside CUDA graphs
     memory_efficiency: sp.Expr | None = None  # overrides the hardware's per-kind efficiencies
     two_batch_overlap: bool = False
     comm_sm_fraction: sp.Expr = sp.S.Zero

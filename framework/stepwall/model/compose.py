@@ -548,9 +548,22 @@ def _cost(
     fixed = registry.call_each("stepwall_fixed_terms", scenario, workload=workload,
                                decoding=decoding, step=step, engine=engine)  # fmt: skip
     terms = [*compute, *comm, *(t for ts in fixed for t in ts)]
+    if step.name in ("ttft", "prefill") and engine.prefill_layer_host != 0:
+        terms.append(prefill_host_floor(terms, workload, engine))
     if layout.pipelined:
         terms.append(pipeline_bubble(terms, layout, step, engine))
     return workload, terms
+
+
+def prefill_host_floor(terms: Sequence[Term], workload: Workload, engine: Engine) -> Term:
+    """A prefill pass the engine runs outside CUDA graphs takes at least its host time, L·h
+    (``Engine.prefill_layer_host`` per decoder layer): launches are asynchronous, so the pass
+    takes max(GPU time, L·h), the host's share beyond the GPU's Max(0, L·h − t)."""
+    host = workload.layers * engine.prefill_layer_host
+    own = compose_step_time(terms, engine.overlap_efficiency)
+    return Term("engine.prefill_host", sp.Max(0, host - own, evaluate=False), "engine",
+                "host time of a pass outside CUDA graphs beyond its GPU time: "
+                "Max(0, layers × t_host,layer − t)", "base")  # fmt: skip
 
 
 def pipeline_bubble(terms: Sequence[Term], layout: Layout, step: Step, engine: Engine) -> Term:

@@ -12,7 +12,9 @@ An engine profile (``specs/engines/*.toml``) states, each with its source:
 - a factor on the hardware's kernel floors for its kernel library (1: the library the
   floors were measured with; 0: an estimator without floors, as the seed's), and one on the
   routed experts' activation traffic (0: an estimator of weights and FLOPs only);
-- the host time added per kernel launch without CUDA graphs (``launch_overhead``), as a term;
+- the host time added per kernel launch without CUDA graphs (``launch_overhead``), as a term,
+  and the host time per decoder layer of a prefill pass it runs outside CUDA graphs
+  (``prefill_layer_host``), a floor on that pass's time;
 - the share of device memory it gives weights and the KV cache;
 - how it overlaps work: two-batch overlap, shared experts during dispatch, the share of the
   GPU communication kernels take, and the prefill chunk of aggregated serving;
@@ -100,6 +102,11 @@ class EngineSpec:
     )
     launch_overhead: float = _time(
         "host time per kernel launch (0 under CUDA graphs)", "t_{launch}"
+    )
+    prefill_layer_host: float = _time(
+        "host time per decoder layer of a forward pass the engine runs outside CUDA graphs "
+        "(its prefill): such a pass takes at least layers × this (0: captured, or unmeasured)",
+        "t_{host,layer}",
     )
     memory_efficiency: float | None = quantity(
         "dimensionless",
@@ -292,11 +299,14 @@ def kernel_paths(scenario: Scenario) -> tuple[KernelPath, ...]:
 @hookimpl
 def stepwall_engine(scenario: Scenario) -> Engine:
     e, spec = scenario.params.engine, scenario.engine
+    # a structural zero where the profile states none: no floor term to build or range
+    host = e.prefill_layer_host * e.native if spec.prefill_layer_host else sp.S.Zero
     return Engine(
         layer_kernels=e.layer_kernels,
         floor_factor=e.floor_factor,
         activation_factor=e.activation_factor,
         launch_overhead=e.launch_overhead,
+        prefill_layer_host=host,
         memory_efficiency=e.memory_efficiency if spec.memory_efficiency is not None else None,
         two_batch_overlap=spec.two_batch_overlap,
         comm_sm_fraction=e.comm_sm_fraction,
