@@ -117,6 +117,9 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     ("engine.activation_factor=1 GB", REFUSE, "engine.activation_factor"),
     ("engine.activation_factor=nan", REFUSE, "not a finite number"),
     ("engine.prefill_chunk=0", REFUSE, "out of range"),
+    ("engine.prefill_layer_host=-1 ms", REFUSE, "out of range"),
+    ("engine.prefill_layer_host=1 GB", REFUSE, "engine.prefill_layer_host"),
+    ("engine.prefill_layer_host=nan", REFUSE, "not a finite number"),
     ("engine.balance_timeout=-1", REFUSE, "out of range"),
     ("engine.balance_timeout=2.5", REFUSE, "not a whole number"),
     ("engine.prefill_placement=balanced", REFUSE, "engine.prefill_placement"),
@@ -202,6 +205,12 @@ FILE_CASES: list[tuple[str, str, int | None, str]] = [
         "not found",
     ),
     ("overlap-bad", f'from = "{BASE}"\n[engine]\ntwo_batch_overlap = "yes"\n', REFUSE, "boolean"),
+    (
+        "prefill-host-text",
+        f'from = "{BASE}"\n[engine]\nprefill_layer_host = "eager"\n',
+        REFUSE,
+        "engine.prefill_layer_host",
+    ),
     (
         "activation-text",
         f'from = "{BASE}"\n[engine]\nactivation_factor = "all"\n',

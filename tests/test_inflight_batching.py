@@ -286,19 +286,25 @@ def test_interleaved_passes_cost_the_sampled_mean(
 
 def test_a_rare_interleaved_prompt_costs_its_pass_once() -> None:
     """DeepSeek-R1 FP8 on an H200 node with SGLang (TP-8, prefill in passes of its own) at 4
-    users of 8K prompts and 1K answers: a prompt arrives every 256 decode iterations, and
-    the mean iteration pays its pass once over them, the prefill alone's time ÷ 256 more
-    than an iteration that decodes only (not 32 prompt tokens in every iteration, which
-    would touch most of the experts each time)."""
-    base = ["hardware=h200", "cluster=hgx-h200-ib", "engine=sglang", "workload.concurrency=4"]
+    users of 8K prompts and 1K answers: a prompt arrives every OSL/C = 256 decode
+    iterations, and the mean iteration pays its pass once over them, the prefill alone's
+    time × C/OSL more than an iteration that decodes only (not 32 prompt tokens in every
+    iteration, which would touch most of the experts each time)."""
+    users, isl, osl, chunk = 4, 8192, 1024, 8192
+    base = ["hardware=h200", "cluster=hgx-h200-ib", "engine=sglang",
+            f"workload.concurrency={users}", f"workload.input_tokens={isl}",
+            f"workload.output_tokens={osl}", f"engine.prefill_chunk={chunk}"]  # fmt: skip
+    arrivals = users / osl  # prompts per decode iteration
     m = build_model("dsr1-fp8-mi300x-tp8-serving", base)
-    assert _value(m, m.steps[0].prefill_share) == pytest.approx(4 / 1024)  # 8K of 8K per pass
+    share = max(1 - math.exp(-arrivals), arrivals * isl / chunk)  # passes per iteration
+    assert _value(m, m.steps[0].prefill_share) == pytest.approx(share)
     # the same users decoding at the serving step's mean context, ISL + OSL/2, no prompts
     decode_only = build_model("dsr1-fp8-mi300x-tp8-serving",
-                              [*base, "workload.kind=decode", "workload.context=8704"])  # fmt: skip
+                              [*base, "workload.kind=decode",
+                               f"workload.context={isl + osl // 2}"])  # fmt: skip
     t, t0 = (float(x.evaluate()["step_time_s"]) for x in (m, decode_only))
     alone = float(m.evaluate()["prefill_s"])  # the 8K prompt's pass
-    assert t - t0 == pytest.approx(alone / 256, rel=0.1)
+    assert t - t0 == pytest.approx(alone * arrivals, rel=0.1)
 
 
 @pytest.mark.parametrize(("prompt", "chunk", "ranks"), [(1024, 2048, 8), (8192, 2048, 8)])
