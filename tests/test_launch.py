@@ -156,6 +156,18 @@ def test_a_polling_interval_reaches_sglang_and_is_refused_elsewhere() -> None:
         assert says in e.value.problem, launcher
 
 
+def test_a_scheduler_that_launches_no_iteration_ahead_has_no_launch() -> None:
+    """Each launcher's release runs its overlap scheduler by default (engine.schedules_ahead
+    = 1, the profiles' value); a deployment priced without it names no documented switch, so
+    its launch is refused in one line for every engine."""
+    for launcher, tp, ep in [("sglang", 8, 1), ("vllm", 8, 1), ("trtllm", 8, 1)]:
+        assert _launch(launcher, tp, ep, 64, []).commands  # the profile's own value launches
+        with pytest.raises(SpecError) as e:
+            _launch(launcher, tp, ep, 64, ["engine.schedules_ahead=0"])
+        assert "engine.schedules_ahead 0" in e.value.problem, launcher
+        assert e.value.expected == "engine.schedules_ahead = 1", launcher
+
+
 def _cli(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -27,23 +27,24 @@ USERS, ISL, OSL, CHUNK = (parameter(f"q.{n}", DIMENSIONLESS) for n in ("c", "isl
 STEP_TIME, RATE = parameter("q.t", TIME), parameter("q.rate", FREQUENCY)
 
 
-def _load(rate: sp.Expr | None, recv_interval: int = 1) -> UnderLoad:
+def _load(rate: sp.Expr | None, recv_interval: int = 1, ahead: int = 0) -> UnderLoad:
     """The law for one replica that serves 1-token decode steps of time t and prefills
     prompts of ISL tokens in chunks of at most K per iteration (one rank), polling for new
-    requests every ``recv_interval`` decode iterations."""
+    requests every ``recv_interval`` decode iterations and launching ``ahead`` iterations
+    ahead of the GPU."""
     step = Step("decode", USERS, USERS, sp.S.One, sp.S.Zero, sp.S.One,
                 USERS * ISL / OSL, completion=OSL, arrival_rate=rate)  # fmt: skip
     ttft = Step("ttft", sp.S.One, sp.S.One, ISL, sp.S.Zero, ISL)
     layout = Layout(sp.S.One, sp.S.One, sp.S.One, sp.S.One, USERS, USERS)
-    engine = Engine(prefill_chunk=CHUNK, recv_interval=recv_interval)
+    engine = Engine(prefill_chunk=CHUNK, recv_interval=recv_interval, schedules_ahead=ahead)
     service = prefill_service(step, ttft, STEP_TIME, STEP_TIME, engine, layout)
     return serving_under_load(step, service, STEP_TIME)
 
 
 @functools.cache
-def _law(rate: sp.Expr | None, recv_interval: int = 1) -> Callable[..., list[Any]]:
+def _law(rate: sp.Expr | None, recv_interval: int = 1, ahead: int = 0) -> Callable[..., list[Any]]:
     """`_load`'s TTFT quantiles and requests/s as one numpy function."""
-    load = _load(rate, recv_interval)
+    load = _load(rate, recv_interval, ahead)
     args = [USERS, ISL, OSL, CHUNK, STEP_TIME] + ([RATE] if rate is not None else [])
     outputs = [*(load.ttft[p] for p in QUANTILES), load.request_rate]
     source, imports = function_source(args, outputs)  # the model's own printer
@@ -62,20 +63,25 @@ def _simulate(
     decode: float = 0.0,
     rate: float = 0.0,
     poll: int = 1,
+    lag: float = 0.05,
+    ahead: int = 0,
 ) -> tuple[np.ndarray, float]:
     """The scheduler itself, iteration by iteration (t = 1): prompts queue first come first
     served and each iteration prefills up to ``chunk`` of their tokens; a prompt's first
     token comes at the end of the iteration that prefills its last token. Closed loop
     (``users`` > 0): the request then decodes for a geometric number of iterations of mean
-    ``decode`` (requests desynchronise) and is replaced, arriving as that iteration ends;
-    open loop: Poisson arrivals at ``rate`` per iteration. The scheduler sees arrivals only
-    when it polls, as SGLang's receive skipper decides (sgl-project/sglang
-    python/sglang/srt/managers/scheduler_recv_skipper.py): before each iteration a counter
-    gains the last iteration's weight, 1 for decode alone and ``poll`` for one that prefilled,
-    and the scheduler polls (and clears it) once it reaches ``poll``. Returns the TTFTs after
-    a warm-up tenth, and completed requests per iteration."""
+    ``decode`` (requests desynchronise) and is replaced, its successor reaching the
+    scheduler ``lag`` after that iteration ends (the client's round trip), so after the poll
+    that starts the next one; open loop: Poisson arrivals at ``rate`` per iteration. The
+    scheduler sees arrivals only when it polls, as SGLang's receive skipper decides
+    (sgl-project/sglang python/sglang/srt/managers/scheduler_recv_skipper.py): before each
+    iteration a counter gains the last iteration's weight, 1 for decode alone and ``poll``
+    for one that prefilled, and the scheduler polls (and clears it) once it reaches ``poll``.
+    A prompt polled before iteration i is prefilled from iteration i + ``ahead`` on (those
+    already launched by an overlap scheduler run first). Returns the TTFTs after a warm-up
+    tenth, and completed requests per iteration."""
     rng = np.random.default_rng(seed)
-    queue: deque[list[float]] = deque()
+    queue: deque[list[float]] = deque()  # [arrival, tokens left, first iteration it may run]
     returns = [float(rng.integers(0, int(decode) + 1)) for _ in range(users)]
     heapq.heapify(returns)
     arrival = rng.exponential(1 / rate) if rate else np.inf
@@ -86,20 +92,20 @@ def _simulate(
         if counter >= poll:
             counter = 0
             while returns and returns[0] <= it:
-                queue.append([heapq.heappop(returns), isl])
+                queue.append([heapq.heappop(returns), isl, it + ahead])
             while arrival <= it:
-                queue.append([arrival, isl])
+                queue.append([arrival, isl, it + ahead])
                 arrival += rng.exponential(1 / rate)
-        weight = poll if queue else 1
+        weight = poll if queue and queue[0][2] <= it else 1  # this iteration prefills
         budget = chunk
-        while queue and budget > 0:
+        while queue and budget > 0 and queue[0][2] <= it:
             take = min(budget, queue[0][1])
             queue[0][1] -= take
             budget -= take
             if queue[0][1] == 0:
                 ttfts.append(it + 1 - queue.popleft()[0])
                 if users:
-                    heapq.heappush(returns, it + 1 + rng.geometric(1 / (decode + 1)) - 1)
+                    heapq.heappush(returns, it + lag + rng.geometric(1 / (decode + 1)))
     kept = np.array(ttfts[len(ttfts) // 10 :])
     return kept, len(ttfts) / iterations
 
@@ -107,11 +113,15 @@ def _simulate(
 # prompts of four chunks (L = 4 iterations, occupancy s = 4) and 120 decode iterations: the
 # closed loop saturates past C* = (L + decode + s)/s = 32. The p99 bound is loose: the
 # exponential tail is an approximation (the closed loop's queue is truncated at C − 1)
+# Each scheduler twice: polling and launching one iteration at a time, and an overlap
+# scheduler that launches one ahead (a prompt it polls waits one more iteration)
+@pytest.mark.parametrize("ahead", [0, 1])
 @pytest.mark.parametrize("users", [8, 24, 40])
-def test_closed_loop_ttft_against_simulation(users: int) -> None:
+def test_closed_loop_ttft_against_simulation(users: int, ahead: int) -> None:
     isl, chunk, osl = 4 * 2048, 2048, 121
-    got = _law(None)(users, isl, osl, chunk, 1.0)
-    ttfts, done = _simulate(isl, chunk, 60_000, seed=users, users=users, decode=osl - 1)
+    got = _law(None, 1, ahead)(users, isl, osl, chunk, 1.0)
+    ttfts, done = _simulate(isl, chunk, 60_000, seed=users, users=users, decode=osl - 1,
+                            ahead=ahead)  # fmt: skip
     p50, p90, p99 = np.percentile(ttfts, [50, 90, 99])
     assert got[0] == pytest.approx(p50, rel=0.15)
     assert got[1] == pytest.approx(p90, rel=0.25)
@@ -119,12 +129,13 @@ def test_closed_loop_ttft_against_simulation(users: int) -> None:
     assert got[3] == pytest.approx(done, rel=0.05)  # requests/s: Little's law on the loop
 
 
+@pytest.mark.parametrize("ahead", [0, 1])
 @pytest.mark.parametrize("utilisation", [0.4, 0.7, 0.9])
-def test_poisson_ttft_against_simulation(utilisation: float) -> None:
+def test_poisson_ttft_against_simulation(utilisation: float, ahead: int) -> None:
     isl, chunk = 4 * 2048, 2048
     rate = utilisation / (isl / chunk)
-    got = _law(RATE)(64, isl, 1024, chunk, 1.0, rate)
-    ttfts, done = _simulate(isl, chunk, 100_000, seed=7, rate=rate)
+    got = _law(RATE, 1, ahead)(64, isl, 1024, chunk, 1.0, rate)
+    ttfts, done = _simulate(isl, chunk, 100_000, seed=7, rate=rate, ahead=ahead)
     p50, p90, p99 = np.percentile(ttfts, [50, 90, 99])
     assert got[0] == pytest.approx(p50, rel=0.15)
     assert got[1] == pytest.approx(p90, rel=0.15)
@@ -148,6 +159,18 @@ def test_polled_ttft_against_simulation(users: int, rate: float) -> None:
     assert got[0] == pytest.approx(p50, rel=0.15)
     assert got[1] == pytest.approx(p90, rel=0.2)
     assert got[3] == pytest.approx(done, rel=0.05)
+
+
+@pytest.mark.parametrize("ahead", [0, 1])
+def test_a_light_closed_loop_waits_a_whole_iteration_and_those_launched(ahead: int) -> None:
+    """Two users, one-iteration prompts, 120 decode iterations: almost never a queue, so the
+    simulated TTFT is its slot: the iteration its request just missed, the ``ahead`` ones
+    already launched, then its own (1 + a + 1 iterations less the client's lag)."""
+    isl, chunk, osl, lag = 2048, 2048, 121, 0.05
+    ttfts, _ = _simulate(isl, chunk, 40_000, seed=11, users=2, decode=osl - 1, lag=lag,
+                         ahead=ahead)  # fmt: skip
+    assert float(np.median(ttfts)) == pytest.approx(2 + ahead - lag)
+    assert _law(None, 1, ahead)(2, isl, osl, chunk, 1.0)[0] == pytest.approx(2 + ahead, rel=0.01)
 
 
 def test_a_polled_open_loop_counts_the_requests_waiting_for_the_poll_in_flight() -> None:

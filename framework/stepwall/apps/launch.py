@@ -100,6 +100,7 @@ class Deployment:
     dispatcher: str
     role: str = ""  # "prefill" or "decode" in a disaggregated deployment; "": aggregated
     recv_interval: int = 1  # decode iterations between the scheduler's polls for requests
+    schedules_ahead: int = 0  # iterations the scheduler launches ahead (overlap scheduler: 1)
 
     @classmethod
     def of(cls, sc: Scenario) -> Deployment:
@@ -120,7 +121,8 @@ class Deployment:
                    int(num("engine.kv_block", 1)), num("model.kv_bits", 2.0) <= FP8_BYTES,
                    int(num("decoding.drafts")) if mtp else 0,
                    bool(engine.two_batch_overlap), str(engine.dispatcher), role,
-                   int(num("engine.recv_interval", 1)))  # fmt: skip
+                   int(num("engine.recv_interval", 1)),
+                   int(num("engine.schedules_ahead", 0)))  # fmt: skip
 
 
 def launch(sc: Scenario, emit: str) -> Launch:
@@ -219,14 +221,25 @@ def _command(head: Sequence[str], args: Sequence[tuple[str, Any]]) -> tuple[str,
     return shlex.join(words), tuple(o for o, _ in args)
 
 
+def _schedules_ahead(launcher: str, d: Deployment) -> None:
+    """Each launcher's release runs its overlap (async) scheduler by default, one iteration
+    ahead; its option list names no switch that turns it off."""
+    if d.schedules_ahead != 1:
+        raise _refuse(launcher, f"engine.schedules_ahead {d.schedules_ahead}: its scheduler "
+                      "launches one iteration ahead by default, and its option list names no "
+                      "switch to turn that off", "engine.schedules_ahead = 1")  # fmt: skip
+
+
 def _polls_every_iteration(launcher: str, d: Deployment) -> None:
     """Only SGLang's scheduler polls for requests less often than every iteration."""
+    _schedules_ahead(launcher, d)
     if d.recv_interval > 1:
         raise _refuse(launcher, f"engine.recv_interval {d.recv_interval}: its scheduler takes "
                       "new requests every iteration", "engine.recv_interval = 1")  # fmt: skip
 
 
 def _sglang(d: Deployment, version: str) -> Launch:
+    _schedules_ahead("sglang", d)
     if d.recv_interval > 1 and d.ep > 1:
         raise _refuse("sglang", f"engine.recv_interval {d.recv_interval} with attention DP "
                       f"(ep {d.ep}): SGLang's receive skipper asserts not enable_dp_attention",

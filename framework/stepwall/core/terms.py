@@ -372,8 +372,9 @@ class Engine:
     (``prefill_placement``: ``round_robin`` or ``synchronised``, the latter holding a prompt at
     most ``balance_timeout`` iterations for every rank to have one) and whether prefill chunks ride
     in decode iterations (``prefill_schedule`` ``mixed``) or run in iterations of their own that
-    stall decode (``interleaved``); and how often its scheduler polls for new requests
-    (``recv_interval`` decode iterations)."""
+    stall decode (``interleaved``); how often its scheduler polls for new requests
+    (``recv_interval`` decode iterations) and how many iterations it launches ahead of the GPU
+    (``schedules_ahead``)."""
 
     layer_kernels: sp.Expr = sp.S.Zero
     floor_factor: sp.Expr = sp.S.One
@@ -407,6 +408,7 @@ class Engine:
     balance_timeout: sp.Expr = attrs.field(factory=lambda: sp.Integer(50))
     prefill_schedule: str = "mixed"
     recv_interval: int = 1  # decode iterations between the scheduler's polls for new requests
+    schedules_ahead: int = 0  # iterations the scheduler launches ahead of the GPU (overlap: 1)
 
 
 @attrs.frozen

@@ -32,13 +32,15 @@ class Service:
     elsewhere, no queue here), ``decode`` the rest of the request after its first token, and
     ``slotted``: a prompt that arrives mid-iteration joins at the next one. ``poll``: the
     window W a prompt may wait beyond that for the scheduler to poll for new requests (0 where
-    it polls every iteration)."""
+    it polls every iteration). ``ahead``: the time a·t a polled prompt waits for the
+    iterations the scheduler has already launched (a = ``Engine.schedules_ahead``)."""
 
     latency: sp.Expr
     occupancy: sp.Expr
     decode: sp.Expr
     slotted: bool
     poll: sp.Expr = sp.S.Zero
+    ahead: sp.Expr = sp.S.Zero
 
 
 def prefill_service(
@@ -60,10 +62,12 @@ def prefill_service(
     ranks' balance (``Step.admission_wait`` iterations) reaches its prefill that much later,
     L += wait·t, without holding the prefill capacity meanwhile. A scheduler that polls for
     new requests every N decode iterations (``Engine.recv_interval``) lets a prompt wait up
-    to W = (N − 1)·t more for the next poll."""
+    to W = (N − 1)·t more for the next poll; one that launches a iterations ahead of the GPU
+    (``Engine.schedules_ahead``) starts a polled prompt a·t later."""
     decode = (step.completion - 1) * t / step.produced
+    ahead = engine.schedules_ahead * t
     if step.name == "prefill":
-        return Service(t, t / step.users, sp.S.Zero, True)
+        return Service(t, t / step.users, sp.S.Zero, True, ahead=ahead)
     if step.prefill_tokens == 0:
         return Service(t_ttft, sp.S.Zero, decode, False)
     isl, chunk = ttft.tokens_per_user, engine.prefill_chunk
@@ -71,7 +75,7 @@ def prefill_service(
     latency = held + sp.Max(sp.ceiling(isl / chunk) * t, t_ttft, evaluate=False)
     occupancy = sp.Max(isl * t / (chunk * layout.ep), t_ttft * layout.cp / layout.ep,
                        evaluate=False)  # fmt: skip
-    return Service(latency, occupancy, decode, True, (engine.recv_interval - 1) * t)
+    return Service(latency, occupancy, decode, True, (engine.recv_interval - 1) * t, ahead)
 
 
 @attrs.frozen
@@ -86,9 +90,12 @@ class UnderLoad:
 
 
 def serving_under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
-    """TTFT = the wait for the prefill capacity + L (+ half an iteration, t/2, for an arrival
-    between iterations of a slotted server under Poisson arrivals; a closed loop's request
-    arrives as its predecessor's last iteration ends); end-to-end = TTFT + the decode.
+    """TTFT = the wait for the prefill capacity + L + the wait for the iteration a prompt
+    joins (a slotted server: half an iteration, t/2, for a Poisson arrival; a whole one, t,
+    in a closed loop, whose request reaches the scheduler just after the poll that follows
+    its predecessor's last iteration, the client's round trip being longer than the
+    scheduler's turn) + a·t for the iterations already launched (`Service.ahead`);
+    end-to-end = TTFT + the decode.
     With a poll window W (`Service.poll`) a prompt waits U(0, W) for the poll: TTFT_p gains
     p·W (quantiles added: exact where the other parts are degenerate, an upper bound
     otherwise). A poll finds λ·W prompts, each queued behind λ·W/2 of them on average (+ρ·W/2,
@@ -96,37 +103,41 @@ def serving_under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
     of the arrivals waits for no poll (−ρ·W/2): to first order the two cancel."""
     s, lat, poll = service.occupancy, service.latency, service.poll
     rate = step.arrival_rate
+    # the wait for the iteration a prompt joins, and for those the scheduler launched already
+    slot = (t if rate is None else t / 2) + service.ahead if service.slotted else sp.S.Zero
     constraints: tuple[Constraint, ...] = ()
     if s == 0:  # no queue at this pool
         ttft = {p: lat for p in QUANTILES}
         done = step.users / (lat + service.decode) if rate is None else rate
         return UnderLoad(ttft, ttft[QUANTILES[0]] + service.decode, done, constraints)
     if rate is None:  # closed loop at C
-        cycle = lat + service.decode + poll / 2
+        cycle = slot + lat + service.decode + poll / 2
         rho = closed_loop_utilisation(step.users, cycle, s)
         wait = closed_loop_wait(step.users, cycle, s, rho)
         backlog = sp.Max(0, step.users * s - cycle, evaluate=False)
-        done, residual = step.users / (cycle + wait), sp.S.Zero
+        done = step.users / (cycle + wait)
     else:
         rho = rate * s
         wait, backlog, done = mg1_wait(rho, s), sp.S.Zero, rate
-        residual = t / 2 if service.slotted else sp.S.Zero
-        constraints = _open_loop(step, service, rate)
-    ttft = {p: residual + lat + p * poll + wait_quantile(wait, backlog, rho, p) for p in QUANTILES}
+        constraints = _open_loop(step, service, rate, slot)
+    ttft = {p: slot + lat + p * poll + wait_quantile(wait, backlog, rho, p) for p in QUANTILES}
     return UnderLoad(ttft, ttft[QUANTILES[0]] + service.decode, done, constraints)
 
 
-def _open_loop(step: Step, service: Service, rate: sp.Expr) -> tuple[Constraint, ...]:
+def _open_loop(
+    step: Step, service: Service, rate: sp.Expr, slot: sp.Expr
+) -> tuple[Constraint, ...]:
     """Poisson arrivals need a stable prefill queue (ρ = λ·s < 1) and, by Little's law, no
-    more requests waiting for a poll, in prefill and in decode at once than the C the step is
-    costed for."""
+    more requests waiting for their iteration (``slot``) or a poll, in prefill and in decode
+    at once than the C the step is costed for."""
     keys = ("workload.request_rate", "workload.concurrency")
     return (
         Constraint("prefill_queue_stable", rate * service.occupancy < 1,
                    "requests must arrive slower than the replica prefills them", keys,
                    COMPOSER, ("prefill utilisation", "")),
         Constraint("arrivals_fit_concurrency",
-                   rate * (service.latency + service.poll / 2 + service.decode) <= step.users,
+                   rate * (slot + service.latency + service.poll / 2 + service.decode)
+                   <= step.users,
                    "the requests in flight (arrival rate × the time from arrival to last "
                    "token) must fit the concurrency", keys, COMPOSER,
                    ("requests in flight", "")),

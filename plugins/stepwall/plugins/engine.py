@@ -172,6 +172,19 @@ class EngineSpec:
         inclusive=True,
         default=1,
     )
+    schedules_ahead: int = quantity(
+        "dimensionless",
+        "iterations the scheduler launches ahead of the GPU: 1 for an overlap (async) "
+        "scheduler, which schedules iteration n+1 while n runs, so a new request joins an "
+        "iteration later (SGLang's overlap schedule, TensorRT-LLM's overlap scheduler, vLLM's "
+        "async scheduling); 0 where it schedules each iteration after the last one's results",
+        latex="a_{sched}",
+        integer=True,
+        minimum=0,
+        inclusive=True,
+        maximum=1,
+        default=0,
+    )
     draft_limit_batch: int | None = quantity(
         "dimensionless",
         "users per attention rank above which a draft chain verifies at most draft_limit "
@@ -324,6 +337,7 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         balance_timeout=e.balance_timeout,
         prefill_schedule=spec.prefill_schedule,
         recv_interval=int(spec.recv_interval),
+        schedules_ahead=int(spec.schedules_ahead),
     )
 
 
