@@ -136,6 +136,7 @@ def launch(sc: Scenario, emit: str) -> Launch:
                         f"--engine with a {emit} profile (e.g. --engine {emit})")  # fmt: skip
     known = option_list(launcher, version)
     d = Deployment.of(sc)
+    _schedules_ahead(launcher, d)
     out = EMITTERS[launcher](d, version)
     unknown = [o for o in out.options if o not in known.get("options", {})]
     unknown += [k for k in out.keys if k not in known.get("yaml", {})]
@@ -232,14 +233,12 @@ def _schedules_ahead(launcher: str, d: Deployment) -> None:
 
 def _polls_every_iteration(launcher: str, d: Deployment) -> None:
     """Only SGLang's scheduler polls for requests less often than every iteration."""
-    _schedules_ahead(launcher, d)
     if d.recv_interval > 1:
         raise _refuse(launcher, f"engine.recv_interval {d.recv_interval}: its scheduler takes "
                       "new requests every iteration", "engine.recv_interval = 1")  # fmt: skip
 
 
 def _sglang(d: Deployment, version: str) -> Launch:
-    _schedules_ahead("sglang", d)
     if d.recv_interval > 1 and d.ep > 1:
         raise _refuse("sglang", f"engine.recv_interval {d.recv_interval} with attention DP "
                       f"(ep {d.ep}): SGLang's receive skipper asserts not enable_dp_attention",

@@ -104,7 +104,7 @@ def serving_under_load(step: Step, service: Service, t: sp.Expr) -> UnderLoad:
     s, lat, poll = service.occupancy, service.latency, service.poll
     rate = step.arrival_rate
     # the wait for the iteration a prompt joins, and for those the scheduler launched already
-    slot = (t if rate is None else t / 2) + service.ahead if service.slotted else sp.S.Zero
+    slot = ((t if rate is None else t / 2) + service.ahead) if service.slotted else sp.S.Zero
     constraints: tuple[Constraint, ...] = ()
     if s == 0:  # no queue at this pool
         ttft = {p: lat for p in QUANTILES}
