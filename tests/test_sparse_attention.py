@@ -9,6 +9,7 @@ index keys it adds; and a configuration with an indexer of no heads is refused.
 from __future__ import annotations
 
 import csv
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 from stepwall.cli import main
+from stepwall.core.units import parse_quantity
 from stepwall.model.compose import build_model
 
 GLM5 = "model=glm-5-fp8,hardware=b200,cluster=hgx-b200-ib,engine=sglang"
@@ -91,6 +93,7 @@ def test_an_indexer_without_heads_is_refused(capsys: pytest.CaptureFixture[str])
 # ---------------------------------------------------------------- the primitive tables
 
 DSA_DATA = Path(__file__).resolve().parent / "data" / "dsa"
+SPECS = Path(__file__).resolve().parent.parent / "specs"
 SCENARIO = "glm5-fp8-b200-tp8-sglang"
 
 
@@ -129,20 +132,69 @@ def test_decode_attention_against_the_module_table() -> None:
     assert float(np.max(np.abs(err))) < 0.45
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SGLang's DSA prefill module takes 1.2 ms per layer at any short prompt and "
-    "3.9 ms at 8K (300 ms over 78 layers) where the roof gives 43 ms: a per-layer host cost "
-    "of prefill outside CUDA graphs and a sparse prefill kernel far below the roof, neither "
-    "priced yet (docs/physics.md, sparse attention)",
-)
 def test_prefill_attention_against_the_module_table() -> None:
+    """SGLang 0.5.14's DSA prefill module on B200 against the attention group of a prefill
+    pass, per layer, at least the engine's host time per layer (`prefill_host_floor`: SGLang
+    runs prefill outside CUDA graphs; engine.prefill_layer_host, read from its profile). The
+    table's time grows with the batch's prompt tokens, however they are split (8 × 2,048
+    costs what 1 × 16,384 does), as the sparse kernel's k_I slots per query at 128 padded
+    heads say; no value was fitted to it. Batches of 32-128 prompts carry a cost per prompt
+    the laws do not price (up to 3x the 256-prompt rows at the same tokens): outside the
+    tight bound, inside the loose one."""
     batch, prompt, per_layer = _table("context")
     model = build_model(SCENARIO, ['workload.kind="prefill"', "workload.concurrency=1",
                                    "workload.input_tokens=1024"])  # fmt: skip
     ev = model.evaluate({"workload.concurrency": batch, "workload.input_tokens": prompt})
-    err = _attention_group(ev, batch.shape) / (per_layer * L) - 1
-    assert float(np.sqrt(np.mean(err**2))) < 0.5
+    host = parse_quantity(_sglang()["prefill_layer_host"])[0]
+    err = np.maximum(host, _attention_group(ev, batch.shape) / L) / per_layer - 1
+    assert float(np.sqrt(np.mean(err**2))) < 0.3
+    apart = (batch < 32) | (batch > 128)
+    assert apart.sum() > 60
+    assert float(np.sqrt(np.mean(err[apart] ** 2))) < 0.2
+    assert float(np.max(np.abs(err[apart]))) < 0.45
+
+
+def _sglang() -> dict[str, Any]:
+    return tomllib.loads((SPECS / "engines" / "sglang.toml").read_text())
+
+
+def test_sparse_prefill_computes_its_slots_at_the_padded_heads() -> None:
+    """A prompt token on an indexed layer costs 2·k_I·(2·r_kv + d_rope)·H_tile FLOPs on a
+    B200 (8 heads per TP-8 rank, padded to its 128-head tile) whatever the prompt's length;
+    at TP-1 (64 heads) it is padded to 128 all the same, on an H200 (tile 64) not at all."""
+    r_kv, d_rope, heads = 512, 64, 64  # GLM-5's config
+
+    def sparse(tokens: int, *sets: str) -> float:
+        sets = ('workload.kind="prefill"', "workload.concurrency=1",
+                f"workload.input_tokens={tokens}", *sets)  # fmt: skip
+        return float(
+            build_model(GLM5, list(sets)).evaluate()["ops"]["attention.sparse_prefill"]["flops"]
+        )
+
+    per_token = 2 * K_I * (2 * r_kv + d_rope)
+    b200 = tomllib.loads((SPECS / "hardware" / "b200.toml").read_text())["sparse_mla_heads"]
+    h200 = tomllib.loads((SPECS / "hardware" / "h200.toml").read_text())["sparse_mla_heads"]
+    for tokens in (512, 8192):
+        assert sparse(tokens, "parallel.tp=8") == pytest.approx(tokens * L * per_token * b200)
+    assert sparse(4096, "parallel.tp=1") == pytest.approx(4096 * L * per_token * b200)
+    assert sparse(4096, "parallel.tp=1", "hardware=h200") == pytest.approx(
+        4096 * L * per_token * max(h200, heads)
+    )
+    assert sparse(4096, "parallel.tp=8", "hardware=h200") == pytest.approx(
+        4096 * L * per_token * h200
+    )
+
+
+def test_decode_has_no_sparse_prefill() -> None:
+    assert "attention.sparse_prefill" not in _ev(8192)["ops"]
+
+
+def test_a_head_tile_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["eval", GLM5, "--set", "workload.concurrency=1", "--set",
+                 "workload.context=1024", "--set", "hardware.sparse_mla_heads=0"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "sparse_mla_heads" in err and "Traceback" not in err
 
 
 # --- MiniMax Sparse Attention (MiniMax-M3: tests/data/hf/MiniMaxAI--MiniMax-M3): 57 of 60

@@ -293,6 +293,20 @@ def mla_prompt_score_flops(
 
 
 @law(OPERATION)
+def mla_sparse_prompt_flops(
+    kv_lora_rank: sp.Expr, qk_rope_head_dim: sp.Expr, n_heads: sp.Expr, tp: sp.Expr,
+    head_tile: sp.Expr, slots: sp.Expr,
+) -> sp.Expr:  # fmt: skip
+    """FLOPs per prompt token per layer on one TP rank of the token-sparse MLA prefill kernel:
+    absorbed form (keys of r_kv + d_rope, values of r_kv: FlashMLA's MQA mode) over a fixed
+    k_I slots per query, invalid ones masked rather than skipped, for the rank's ⌈H/tp⌉ heads
+    zero-padded up to a multiple of the kernel's head tile (FlashMLA README, sparse prefill;
+    sgl-project/sglang nsa_backend.py `_forward_flashmla_sparse`)."""
+    heads = head_tile * sp.ceiling(sp.ceiling(n_heads / tp) / head_tile)
+    return slots * (2 * kv_lora_rank + qk_rope_head_dim) * FLOPS_PER_MAC * heads
+
+
+@law(OPERATION)
 def gqa_score_flops(head_dim: sp.Expr, n_heads: sp.Expr, tp: sp.Expr, context: sp.Expr) -> sp.Expr:
     """FLOPs per query token per layer on one TP rank to attend over S cached tokens with
     GQA: 2·S·d_h multiply-adds per head (scores and values)."""

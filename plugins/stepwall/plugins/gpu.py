@@ -102,6 +102,16 @@ class Gpu:
         inclusive=True,
         default=None,
     )
+    sparse_mla_heads: float = quantity(
+        "dimensionless",
+        "query heads per rank the token-sparse MLA prefill kernel computes at a time: a rank's "
+        "heads are zero-padded up to a multiple of it (1: no padding)",
+        latex=r"H_{tile}",
+        minimum=1.0,
+        inclusive=True,
+        integer=True,
+        default=1.0,
+    )
     board_power: float | None = quantity(
         "power",
         "board power under load per GPU (the module's TDP as configured; none: energy metrics "

@@ -29,6 +29,7 @@ from stepwall.core.laws import (
     mla_params,
     mla_prompt_score_flops,
     mla_score_flops,
+    mla_sparse_prompt_flops,
     paged_tokens,
     shard,
     shared_kv_bytes,
@@ -71,6 +72,9 @@ class Attention:
     compressed: bool = False  # DeepSeek-V4: a window and compressed entries per layer
     chunked: bool = False  # Llama 4: some layers attend only within their chunk
     indexer: sp.Expr = sp.S.Zero  # weights per indexed layer of the lightning indexer
+    # FLOPs per prompt token per indexed layer of a token-sparse prefill kernel (MLA with an
+    # indexer: `mla_sparse_prompt_flops`); 0: prompts attend in expanded form on every layer
+    sparse_prompt: sp.Expr = sp.S.Zero
     extra: sp.Expr = sp.S.Zero  # weights over the layers besides these (compressors)
     # a window layer's KV bytes per token over a full layer's, less one (its own KV heads)
     window_surplus: sp.Expr = sp.S.Zero
@@ -94,7 +98,13 @@ class Attention:
         # the indexer's queries come from MLA's query latent, or from the hidden state (GQA)
         source = m.q_lora_rank if p.spec.attention == "mla" else m.hidden
         indexer = indexer_params(m.hidden, source, m.index_heads, m.index_head_dim)
-        return attrs.evolve(att, indexer=indexer, sparse=True)
+        att = attrs.evolve(att, indexer=indexer, sparse=True)
+        if p.spec.attention != "mla":
+            return att
+        tile = _head_tile(p)
+        sparse = mla_sparse_prompt_flops(m.kv_lora_rank, m.qk_rope_head_dim, m.n_heads,
+                                         p.layout.tp, tile, m.index_topk)  # fmt: skip
+        return attrs.evolve(att, sparse_prompt=sparse)
 
     @classmethod
     def _compressors(cls, p: Pass, att: Attention) -> Attention:
@@ -253,6 +263,15 @@ class Attention:
         m = self.m
         return attended + (self.window_score - 1) * m.sliding_layers * min_of(ctx, m.sliding_window)
 
+    def prompt_flops(self, ctx: sp.Expr) -> sp.Expr:
+        """Score FLOPs of one prompt token at mean position ``ctx`` over the layers the
+        expanded (multi-head) prefill kernel runs: all of them, or, with a token-sparse prefill
+        kernel (`sparse_prompt`), all but the indexed ones, which `add_attention` prices apart."""
+        scored = self.scored(ctx, True)
+        if self.sparse_prompt != 0:
+            scored -= self.indexed_layers * min_of(ctx, self.m.index_topk)
+        return self.prompt_score(1) * scored
+
     def written(self, tokens: sp.Expr) -> sp.Expr:
         """Layer-entries a prompt of ``tokens`` writes to the cache: one per token per layer;
         compressed attention's entries as `held` counts them."""
@@ -325,9 +344,12 @@ def add_attention(p: Pass, att: Attention) -> None:
     kv_read = users_rank * (attended(whole) + att.surplus(whole)) * kv_token
     kv_read += att.written(step.prefill_tokens_rank) * kv_token  # new prompt KV written
     # prompt tokens attend in expanded (multi-head) form, decode tokens in absorbed form
-    score = att.prompt_score(1) if p.prefill else att.score(1)
-    flops = users_rank * step.tokens_per_user * score * att.scored(decode_ctx, p.prefill)
-    flops += step.prefill_tokens_rank * att.prompt_score(1) * att.scored(prompt_ctx, True)
+    new_tokens = users_rank * step.tokens_per_user
+    if p.prefill:
+        flops = new_tokens * att.prompt_flops(decode_ctx)
+    else:
+        flops = new_tokens * att.score(1) * att.scored(decode_ctx)
+    flops += step.prefill_tokens_rank * att.prompt_flops(prompt_ctx)
     one_user = (attended(whole) + att.surplus(whole)) * kv_token  # its own KV, in order
     # KV tokens per query per layer, averaged over the pass's queries (its compute ramp)
     queries = users_rank * step.tokens_per_user + step.prefill_tokens_rank
@@ -339,8 +361,33 @@ def add_attention(p: Pass, att: Attention) -> None:
                     "attention over the KV cache: context S and each user's new tokens",
                     "attention", p.batches * att.layers, p.lane, "attention",
                     spec.attention_core_math, per_query, one_user))  # fmt: skip
+    prompts_rank = (new_tokens if p.prefill else 0) + step.prefill_tokens_rank
+    if att.sparse_prompt != 0 and prompts_rank != 0:
+        p.ops.append(_sparse_prefill(p, att, prompts_rank))
     if att.sparse:
         p.ops.append(_indexer(p, att, decode_ctx, prompt_ctx))
+
+
+def _head_tile(p: Pass) -> sp.Expr:
+    """The GPU's head tile of token-sparse MLA prefill kernels (`Gpu.sparse_mla_heads`); 1
+    where the hardware states none."""
+    hardware = p.scenario.sections["hardware"]
+    if getattr(hardware, "sparse_mla_heads", None) is None:
+        return sp.S.One
+    return p.scenario.params.hardware.sparse_mla_heads
+
+
+def _sparse_prefill(p: Pass, att: Attention, prompts_rank: sp.Expr) -> Op:
+    """The indexed layers' prompt tokens in the token-sparse prefill kernel
+    (`mla_sparse_prompt_flops`): k_I slots per query at the padded heads, in BF16 (FlashMLA
+    computes over a BF16 copy of the cache: FlashMLA README, sparse MLA prefill). Its bytes
+    are the selected entries, gathered from on-chip copies shared by neighbouring queries:
+    none priced beyond the cache the attention kernel already reads and writes. One launch
+    per layer, the attention kernel's own (its floor is `attention.core`'s)."""
+    return Op("attention.sparse_prefill", sp.Integer(0) * p.m.kv_bits,
+              prompts_rank * att.indexed_layers * att.sparse_prompt, PLUGIN,
+              "token-sparse prefill: every prompt query computes k_I slots at the padded heads",
+              "attention", sp.S.Zero, p.lane, "attention", "bf16", p.m.index_topk)  # fmt: skip
 
 
 def _indexer(p: Pass, att: Attention, decode_ctx: sp.Expr, prompt_ctx: sp.Expr) -> Op:
