@@ -189,9 +189,12 @@ def test_decode_has_no_sparse_prefill() -> None:
     assert "attention.sparse_prefill" not in _ev(8192)["ops"]
 
 
-def test_a_head_tile_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["eval", GLM5, "--set", "workload.concurrency=1", "--set",
-                 "workload.context=1024", "--set", "hardware.sparse_mla_heads=0"])  # fmt: skip
+@pytest.mark.parametrize("tile", ["0", "1.5", "-64", '"wide"'])
+def test_a_head_tile_not_a_whole_number_of_heads_is_refused(
+    tile: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sets = ["workload.concurrency=1", "workload.context=1024", f"hardware.sparse_mla_heads={tile}"]
+    code = main(["eval", GLM5, *(a for s in sets for a in ("--set", s))])
     assert code == 2
     err = capsys.readouterr().err
     assert "sparse_mla_heads" in err and "Traceback" not in err
