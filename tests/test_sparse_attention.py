@@ -9,6 +9,7 @@ index keys it adds; and a configuration with an indexer of no heads is refused.
 from __future__ import annotations
 
 import csv
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -145,7 +146,7 @@ def test_prefill_attention_against_the_module_table() -> None:
     model = build_model(SCENARIO, ['workload.kind="prefill"', "workload.concurrency=1",
                                    "workload.input_tokens=1024"])  # fmt: skip
     ev = model.evaluate({"workload.concurrency": batch, "workload.input_tokens": prompt})
-    host = parse_quantity(_sglang()["prefill_layer_host"])[0]
+    host = parse_quantity(_spec("engines", "sglang")["prefill_layer_host"])[0]
     err = np.maximum(host, _attention_group(ev, batch.shape) / L) / per_layer - 1
     assert float(np.sqrt(np.mean(err**2))) < 0.3
     apart = (batch < 32) | (batch > 128)
@@ -154,8 +155,8 @@ def test_prefill_attention_against_the_module_table() -> None:
     assert float(np.max(np.abs(err[apart]))) < 0.45
 
 
-def _sglang() -> dict[str, Any]:
-    return tomllib.loads((SPECS / "engines" / "sglang.toml").read_text())
+def _spec(folder: str, name: str) -> dict[str, Any]:
+    return tomllib.loads((SPECS / folder / f"{name}.toml").read_text())
 
 
 def test_sparse_prefill_computes_its_slots_at_the_padded_heads() -> None:
@@ -171,18 +172,18 @@ def test_sparse_prefill_computes_its_slots_at_the_padded_heads() -> None:
             build_model(GLM5, list(sets)).evaluate()["ops"]["attention.sparse_prefill"]["flops"]
         )
 
-    per_token = 2 * K_I * (2 * r_kv + d_rope)
-    b200 = tomllib.loads((SPECS / "hardware" / "b200.toml").read_text())["sparse_mla_heads"]
-    h200 = tomllib.loads((SPECS / "hardware" / "h200.toml").read_text())["sparse_mla_heads"]
+    def expected(tokens: int, tp: int, gpu: str) -> float:
+        tile = _spec("hardware", gpu)["sparse_mla_heads"]
+        padded = tile * math.ceil(heads / tp / tile)
+        return tokens * L * 2 * K_I * (2 * r_kv + d_rope) * padded
+
     for tokens in (512, 8192):
-        assert sparse(tokens, "parallel.tp=8") == pytest.approx(tokens * L * per_token * b200)
-    assert sparse(4096, "parallel.tp=1") == pytest.approx(4096 * L * per_token * b200)
-    assert sparse(4096, "parallel.tp=1", "hardware=h200") == pytest.approx(
-        4096 * L * per_token * max(h200, heads)
-    )
-    assert sparse(4096, "parallel.tp=8", "hardware=h200") == pytest.approx(
-        4096 * L * per_token * h200
-    )
+        assert sparse(tokens, "parallel.tp=8") == pytest.approx(expected(tokens, 8, "b200"))
+    assert sparse(4096, "parallel.tp=1") == pytest.approx(expected(4096, 1, "b200"))
+    for tp in (1, 8):
+        assert sparse(4096, f"parallel.tp={tp}", "hardware=h200") == pytest.approx(
+            expected(4096, tp, "h200")
+        )
 
 
 def test_decode_has_no_sparse_prefill() -> None:
