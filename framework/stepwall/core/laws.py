@@ -754,6 +754,29 @@ def balanced_expert_load(
     return hit, max_of(1, picks / ranks)
 
 
+# the m-blocks of Marlin's grouped GEMMs (rows of one expert per block), smallest first, and
+# the fill below which a block is taken: vllm-project/vllm
+# vllm/model_executor/layers/fused_moe/fused_marlin_moe.py (SGLang's fused_marlin_moe has
+# the same loop)
+MARLIN_ROW_BLOCKS = (8, 16, 32, 48, 64)
+MARLIN_BLOCK_FILL = sp.Rational(9, 10)
+
+
+@law((DIMENSIONLESS, DIMENSIONLESS), counted=DIMENSIONLESS, rows=DIMENSIONLESS)
+def marlin_expert_blocks(counted: sp.Expr, rows: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """(rows computed, weight passes) of one expert holding ``rows`` rows in Marlin's MoE
+    GEMMs. The kernel picks one m-block b for the layer from its own count of rows per expert,
+    c = M·k/E (M: the tokens it is given, E: the experts it holds): the smallest of 8, 16, 32,
+    48, 64 with c/b < 0.9, else 64 (fused_marlin_moe, vLLM and SGLang). Each expert's rows are
+    padded to whole blocks and each block streams the expert's weights again: computed =
+    b·⌈r/b⌉, passes = ⌈r/b⌉."""
+    blocks = [(sp.Integer(b), counted < MARLIN_BLOCK_FILL * b) for b in MARLIN_ROW_BLOCKS[:-1]]
+    largest = sp.Integer(MARLIN_ROW_BLOCKS[-1])
+    block = sp.Piecewise(*blocks, (largest, True))
+    passes = sp.ceiling(rows / block)
+    return block * passes, passes
+
+
 @law(INFORMATION, picks=DIMENSIONLESS, tokens=DIMENSIONLESS, width=DIMENSIONLESS,
      input_bits=INFORMATION, output_bits=INFORMATION)  # fmt: skip
 def moe_activation_bytes(

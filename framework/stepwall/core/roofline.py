@@ -25,7 +25,9 @@ Weight-only kernels (``wna16``: N-bit weights dequantised in the kernel before B
 run at the bf16 roof as a kernel family of their own: their values are the GPU's ``[wna16]``
 section's where it states them, else the GPU-wide ones, never the BF16-weight kernels' of
 ``[bf16]`` (the two stream weights at different rates: docs/calibration.md, "Per kernel
-family").
+family"); where that section states ``moe_row_blocks``, its grouped GEMMs take each expert's
+rows in the kernel's m-blocks, computing the padded rows and streaming the weights once per
+block (`stepwall.core.laws.marlin_expert_blocks`).
 A precision the GPU has no tensor cores for runs at the next wider one that it has
 (fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts;
 where the engine states a kernel path for the GPU's family and the op's precision
@@ -44,7 +46,7 @@ import attrs
 import sympy as sp
 
 from stepwall.core.errors import PluginError, SpecError
-from stepwall.core.laws import floor_time, roofline_rows
+from stepwall.core.laws import floor_time, marlin_expert_blocks, roofline_rows
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import OP_KINDS, WEIGHT_ONLY, Engine, KernelPath, Op, OpKind, Term
 
@@ -156,8 +158,12 @@ def op_terms(
     if not single:
         efficiency = efficiency if own[2] is None else own[2]
         serial = serial if own[4] is None or not kind.serial else own[4]
-    if moved != 0 or op.flops != 0:
-        t = roofline_rows(moved, op.flops, hw.hbm_bandwidth, efficiency, r.flops,
+    flops = op.flops
+    if kind.ramp == "expert_rows" and flops != 0:  # a kernel family's own m-blocks
+        moved, flops, rows = _row_blocks(getattr(stated_at, "moe_row_blocks", None), op, moved,
+                                         rows)  # fmt: skip
+    if moved != 0 or flops != 0:
+        t = roofline_rows(moved, flops, hw.hbm_bandwidth, efficiency, r.flops,
                           flop_eff * factor, rows, half_rows, op.serial_bytes, serial,
                           capped)  # fmt: skip
         at = op.precision if used == op.precision else f"{op.precision} at the {used} roof"
@@ -180,6 +186,24 @@ FAMILY = {
     "context": ("attention_half_context", "attention_efficiency",
                 "attention_bandwidth_efficiency", "attention_floor", "attention_user_bandwidth"),
 }  # fmt: skip
+
+
+# how a grouped-GEMM kernel family takes each expert's rows (`WeightOnly.moe_row_blocks`):
+# the law giving (rows computed, weight passes) from the rows it counts and the rows it has
+ROW_BLOCK_LAWS = {"marlin": marlin_expert_blocks}
+ROW_BLOCKS = tuple(ROW_BLOCK_LAWS)
+
+
+def _row_blocks(blocks: str | None, op: Op, moved: sp.Expr,
+                rows: sp.Expr) -> tuple[sp.Expr, sp.Expr, sp.Expr]:  # fmt: skip
+    """(bytes, FLOPs, rows) of grouped GEMMs whose kernel takes each expert's rows in
+    m-blocks: the weights streamed once per block, the padded rows computed; unchanged where
+    the family states no blocks."""
+    if blocks is None or op.rows == 0:
+        return moved, op.flops, rows
+    counted = op.rows if op.counted_rows == 0 else op.counted_rows
+    computed, passes = ROW_BLOCK_LAWS[blocks](counted, op.rows)
+    return moved * passes, op.flops * computed / op.rows, computed
 
 
 def _own(stated: Any, r: Any, fields: tuple[str, ...]) -> list[Any]:

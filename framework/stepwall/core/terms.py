@@ -178,7 +178,9 @@ class Op:
     KV tokens each query attends to in an attention kernel, which set how close it gets to
     its compute plateau (0: no such ramp); ``serial_bytes`` the
     bytes one sequence must stream by itself (one user's KV cache in decode attention, which
-    a kernel can split only so far). The hardware plugin turns an Op into Terms.
+    a kernel can split only so far); ``counted_rows`` the rows per expert a grouped GEMM's
+    kernel counts to choose its m-block, tokens given × k / experts held (0: ``rows``). The
+    hardware plugin turns an Op into Terms.
     """
 
     name: str
@@ -200,6 +202,9 @@ class Op:
     )
     serial_bytes: sp.Expr = attrs.field(
         factory=_zero, converter=_sympified, validator=_dimension(INFORMATION, "op {attr}")
+    )
+    counted_rows: sp.Expr = attrs.field(
+        factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
     )
 
 

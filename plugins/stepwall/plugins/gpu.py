@@ -36,7 +36,7 @@ from stepwall.core.laws import (
     moe_activation_bytes,
 )
 from stepwall.core.primitives import Primitive
-from stepwall.core.roofline import op_terms
+from stepwall.core.roofline import ROW_BLOCKS, op_terms
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import (
     FAMILIES,
@@ -225,6 +225,13 @@ class WeightOnly:
     moe_efficiency: float | None = _moe_efficiency("the bf16 peak at WNA16")
     moe_bandwidth_efficiency: float | None = _moe_bandwidth_efficiency("WNA16")
     moe_floor: float | None = _moe_floor("WNA16")
+    moe_row_blocks: str | None = choice(
+        ROW_BLOCKS,
+        "how the grouped GEMMs take an expert's rows: marlin (Marlin MoE: m-blocks of 8 to 64 "
+        "rows chosen from the rows per expert, rows padded to whole blocks, the expert's "
+        "weights streamed once per block: `marlin_expert_blocks`); none: as they come",
+        default=None,
+    )
 
 
 @hookimpl
@@ -275,9 +282,11 @@ def _moe(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -
     the model's ``moe.routed_experts`` op for those experts and rows."""
     expert = ffn_params(x["hidden"], x["inter"])
     hit, picks = balanced_expert_load(x["experts"], x["topk"], x["tokens"], x["ep"])
+    # the benchmark gives the kernel every token; it holds experts/ep of them
+    counted = x["tokens"] * x["topk"] * x["ep"] / x["experts"]
     op = Op("moe", hit * expert * x["weight_bits"], expert * picks * FLOPS_PER_MAC, PLUGIN,
             "a routed-expert layer", "calibration", sp.S.One, "", "grouped_gemm",
-            t["precision"], picks / hit)  # fmt: skip
+            t["precision"], picks / hit, counted_rows=counted)  # fmt: skip
     # the tables' kernels write the GEMMs' output in BF16
     moved = moe_activation_bytes(picks, x["tokens"], x["hidden"],
                                  GEMM_INPUT_BYTES[t["precision"]] * BYTE,

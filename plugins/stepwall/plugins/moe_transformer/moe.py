@@ -64,11 +64,15 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     rows = picks_gpu / per_gpu_hit  # tokens per expert per micro-batch the GPU runs
     shared_lane = ("shared/compute" if p.engine.overlap_shared_experts and not p.tbo
                    else p.experts_lane)  # fmt: skip
+    slots = (m.n_experts + layout.redundant_experts) / ep
+    # rows per expert as a kernel given every token of the micro-batch counts them (TP
+    # attention, or a dispatch that gathers all tokens): the count Marlin picks its m-block by
+    counted = tokens / batches * m.experts_per_token / slots
     p.ops.append(Op("moe.routed_experts", n_moe * per_gpu_hit * expert * m.expert_bits,
                     n_moe * expert * picks_gpu * FLOPS_PER_MAC, PLUGIN,
                     "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
                     "moe", batches * n_moe, p.experts_lane, "grouped_gemm", spec.expert_math,
-                    rows))  # fmt: skip
+                    rows, counted_rows=counted))  # fmt: skip
     # the tokens' and picks' activations through the steps around the GEMMs, read at the
     # input precision of the kernel path the experts run on
     runs_as = p.engine.kernel_path(spec.expert_math).runs_as
@@ -90,7 +94,6 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
         p.gemm("moe.latent_projections", _latent_params(p, n_moe), m.attention_bits, tokens_rank,
                "moe", "latent MoE: each token projected to the experts' latent and back",
                2 * n_moe, spec.attention_math)  # fmt: skip
-    slots = (m.n_experts + layout.redundant_experts) / ep
     per_domain = _ranks_per_domain(p.scenario, layout.tp, ep)
     copies, across, how = _dispatch(p, per_domain)
     # the busiest rank sends its tokens' copies (imbalance: it also receives the most)
