@@ -229,7 +229,7 @@ class WeightOnly:
         ROW_BLOCKS,
         "how the grouped GEMMs take an expert's rows: marlin (Marlin MoE: m-blocks of 8 to 64 "
         "rows chosen from the rows per expert, rows padded to whole blocks, the expert's "
-        "weights streamed once per block: `marlin_expert_blocks`); none: as they come",
+        "weights streamed once per block: `marlin_expert_blocks`); unset: as they come",
         default=None,
     )
 
