@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sympy as sp
@@ -71,13 +72,14 @@ def _priced(spec: Path) -> dict[tuple[int, int, int], tuple[float, float]]:
 
 
 @pytest.fixture(scope="module")
-def unblocked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """h200.toml with its W4A16 experts' blocks left out (the law as it was)."""
+def priced(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """The table's W4A16 rows priced with h200.toml's blocks and without them (the law as it
+    was), each built once for the module."""
     text = H200.read_text(encoding="utf-8")
     assert 'moe_row_blocks = "marlin"\n' in text
     out = tmp_path_factory.mktemp("h200") / "h200.toml"
     out.write_text(text.replace('moe_row_blocks = "marlin"\n', "", 1), encoding="utf-8")
-    return out
+    return _priced(H200), _priced(out)
 
 
 # (ep, inter per rank, fewer tokens, more tokens): TP-8 from 5.3 rows per expert (8-row
@@ -87,9 +89,9 @@ STEPS = [(1, 256, 256, 1024), (8, 2048, 64, 256)]
 
 
 @pytest.mark.parametrize(("ep", "inter", "low", "high"), STEPS)
-def test_the_blocks_give_the_tables_steps(unblocked: Path, ep: int, inter: int, low: int,
-                                          high: int) -> None:  # fmt: skip
-    blocked, plain = _priced(H200), _priced(unblocked)
+def test_the_blocks_give_the_tables_steps(priced: tuple[dict[Any, Any], dict[Any, Any]], ep: int,
+                                          inter: int, low: int, high: int) -> None:  # fmt: skip
+    blocked, plain = priced
     hi, lo = (ep, inter, high), (ep, inter, low)
     measured = blocked[hi][1] / blocked[lo][1]
     assert blocked[hi][0] / blocked[lo][0] == pytest.approx(measured, rel=0.15)

@@ -160,8 +160,7 @@ def op_terms(
         serial = serial if own[4] is None or not kind.serial else own[4]
     flops = op.flops
     if kind.ramp == "expert_rows" and flops != 0:  # a kernel family's own m-blocks
-        moved, flops, rows = _row_blocks(getattr(stated_at, "moe_row_blocks", None), op, moved,
-                                         rows)  # fmt: skip
+        moved, flops, rows = _row_blocks(getattr(stated_at, "moe_row_blocks", None), op, moved)
     if moved != 0 or flops != 0:
         t = roofline_rows(moved, flops, hw.hbm_bandwidth, efficiency, r.flops,
                           flop_eff * factor, rows, half_rows, op.serial_bytes, serial,
@@ -194,13 +193,13 @@ ROW_BLOCK_LAWS = {"marlin": marlin_expert_blocks}
 ROW_BLOCKS = tuple(ROW_BLOCK_LAWS)
 
 
-def _row_blocks(blocks: str | None, op: Op, moved: sp.Expr,
-                rows: sp.Expr) -> tuple[sp.Expr, sp.Expr, sp.Expr]:  # fmt: skip
-    """(bytes, FLOPs, rows) of grouped GEMMs whose kernel takes each expert's rows in
-    m-blocks: the weights streamed once per block, the padded rows computed; unchanged where
-    the family states no blocks."""
+def _row_blocks(blocks: str | None, op: Op, moved: sp.Expr
+                ) -> tuple[sp.Expr, sp.Expr, sp.Expr]:  # fmt: skip
+    """(bytes, FLOPs, rows per expert) of grouped GEMMs whose kernel takes each expert's rows
+    in m-blocks: the weights streamed once per block, the padded rows computed; the op's own
+    where the family states no blocks."""
     if blocks is None or op.rows == 0:
-        return moved, op.flops, rows
+        return moved, op.flops, op.rows
     counted = op.rows if op.counted_rows == 0 else op.counted_rows
     computed, passes = ROW_BLOCK_LAWS[blocks](counted, op.rows)
     return moved * passes, op.flops * computed / op.rows, computed
