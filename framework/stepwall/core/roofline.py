@@ -67,6 +67,7 @@ GPU_PRICING = {
     "grouped_gemm": GpuPricing("moe_efficiency", "moe_floor"),
     "attention": GpuPricing("attention_efficiency", "attention_floor"),
     "elementwise": GpuPricing(floor="kernel_floor"),
+    "recurrence": GpuPricing(floor="kernel_floor"),
 }  # the built-in op kinds' (`stepwall.core.terms.OP_KINDS`)
 
 

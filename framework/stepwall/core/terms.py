@@ -143,6 +143,8 @@ OP_KINDS = {
         OpKind("attention", "decode or prefill attention over the KV cache", "context",
                serial=True),
         OpKind("elementwise", "small elementwise kernels (norms, RoPE, activations)"),
+        OpKind("recurrence", "a linear-attention layer's recurrent-state kernels (causal conv, "
+               "delta rule or selective scan, gated norm)"),
     )
 }  # fmt: skip
 

@@ -17,7 +17,8 @@ from stepwall.plugins.moe_transformer.work import Pass
 # kernels per linear layer besides the projections: the causal conv1d, the recurrence, the
 # gated norm (vLLM's and SGLang's Qwen3-Next layers: causal_conv1d_update,
 # fused_recurrent_gated_delta_rule, RMSNormGated; their Mamba-2 layers: causal_conv1d_update,
-# selective_state_update, RMSNormGated)
+# selective_state_update, RMSNormGated). Each is a small kernel: its floor is the GPU's
+# kernel_floor, not an attention kernel's (op kind "recurrence"; docs/physics.md)
 LINEAR_KERNELS = 3
 
 
@@ -50,6 +51,5 @@ def add_linear(p: Pass) -> sp.Expr:
     kernels = p.batches * LINEAR_KERNELS * m.linear_layers
     p.ops.append(Op("linear.state", moved, flops, PLUGIN,
                     "the recurrent state of each request: read, updated and written once per "
-                    "pass", "attention", kernels, p.lane, "attention", "bf16", m.linear_key_dim,
-                    2 * m.linear_layers * state))  # fmt: skip
+                    "pass", "attention", kernels, p.lane, "recurrence", "bf16"))  # fmt: skip
     return weights * m.attention_bits
