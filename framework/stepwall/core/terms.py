@@ -369,7 +369,8 @@ class Engine:
     pass takes at least layers times this); and how it overlaps work:
     two-batch overlap of communication with compute (``two_batch_overlap``, with the share of
     the GPU the communication kernels take, ``comm_sm_fraction``), shared experts on a side
-    stream during dispatch (``overlap_shared_experts``), and the most prompt tokens one
+    stream during dispatch (``overlap_shared_experts``) or as one more routed expert of the
+    fused MoE kernel (``fuse_shared_experts``), and the most prompt tokens one
     iteration prefills per attention rank in aggregated serving (``prefill_chunk``); the share
     of device memory it gives weights and the KV cache (``memory_fraction``); how its expert
     dispatch sends a token (``dispatcher``: once per chosen expert, once per destination rank,
@@ -392,6 +393,7 @@ class Engine:
     two_batch_overlap: bool = False
     comm_sm_fraction: sp.Expr = sp.S.Zero
     overlap_shared_experts: bool = False
+    fuse_shared_experts: bool = False
     prefill_chunk: sp.Expr = attrs.field(factory=lambda: sp.Integer(8192))
     memory_fraction: sp.Expr = sp.S.One  # of device memory, for weights and KV cache
     overlap_efficiency: sp.Expr = sp.S.One  # two-batch overlap's hidden share of the shorter side

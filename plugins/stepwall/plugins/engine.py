@@ -142,6 +142,11 @@ class EngineSpec:
         plausible=(FRACTION[0], "0.9"),
     )
     overlap_shared_experts: bool = flag("run the shared experts on a side stream during dispatch")
+    fuse_shared_experts: bool = flag(
+        "run a model's one shared expert as one more routed expert of the fused MoE kernel, "
+        "picked by every token, where the experts are not split by EP and no two-batch "
+        "overlap runs (its weights of the routed experts' width and precision)"
+    )
     overlap_efficiency: float = quantity(
         "dimensionless",
         "share of the shorter side of each two-batch-overlap stage hidden under the longer "
@@ -324,6 +329,7 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         two_batch_overlap=spec.two_batch_overlap,
         comm_sm_fraction=e.comm_sm_fraction,
         overlap_shared_experts=spec.overlap_shared_experts,
+        fuse_shared_experts=spec.fuse_shared_experts,
         prefill_chunk=e.prefill_chunk,
         memory_fraction=e.memory_fraction,
         overlap_efficiency=e.overlap_efficiency,

@@ -42,6 +42,23 @@ def _routed_width(p: Pass) -> sp.Expr:
     return p.m.moe_latent if p.spec.moe_latent > 0 else p.m.hidden
 
 
+def _fused_shared(p: Pass) -> sp.Expr:
+    """1 where the engine runs the model's shared expert as one more routed expert of the
+    fused MoE kernel, picked by every token (k + 1 picks over E + 1 experts), else 0. SGLang
+    does so for the DeepSeek-V3 architecture and those built on it (MLA, 256 routed experts,
+    one shared expert: its allow-list), where the routed experts' kernel can hold the shared
+    one's weights (their width and precision), the experts are not split by EP and no
+    two-batch overlap runs (sgl-project/sglang python/sglang/srt/models/deepseek_v2.py,
+    determine_num_fused_shared_experts; PR #4918)."""
+    spec, eng = p.spec, p.engine
+    allowed = spec.attention == "mla" and spec.n_experts == 256 and spec.n_shared_experts == 1
+    same = (spec.moe_latent == 0 and spec.shared_expert_math == spec.expert_math
+            and spec.shared_expert_bits == spec.expert_bits)  # fmt: skip
+    if not eng.fuse_shared_experts or p.tbo or not allowed or not same:
+        return sp.S.Zero
+    return sp.Piecewise((1, sp.Eq(p.layout.ep, 1)), (0, True))
+
+
 def _latent_params(p: Pass, layers: sp.Expr) -> sp.Expr:
     """A latent MoE's down- and up-projections around the routed experts (fc1_latent_proj,
     fc2_latent_proj: 2·h·ℓ per layer), whole on every rank as TensorRT-LLM's and vLLM's
@@ -57,17 +74,20 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     width = _routed_width(p)
     expert = _expert(m, layout.tp, width)
     shared = _expert(m, layout.tp, m.hidden)
-    # experts a micro-batch hits (each micro-batch streams its own)
-    hit = batches * expected_distinct_experts(m.n_experts, m.experts_per_token, tokens / batches)
+    fused = _fused_shared(p)  # 1: the shared expert runs in the routed experts' kernel
+    # experts a micro-batch hits (each micro-batch streams its own), the fused one with them
+    hit = batches * (expected_distinct_experts(m.n_experts, m.experts_per_token,
+                                               tokens / batches) + fused)  # fmt: skip
     per_gpu_hit = layout.imbalance * hit / ep
-    picks_gpu = layout.imbalance * tokens * m.experts_per_token / ep  # token-expert pairs
+    picks = m.experts_per_token + fused  # picks per token
+    picks_gpu = layout.imbalance * tokens * picks / ep  # token-expert pairs
     rows = picks_gpu / per_gpu_hit  # tokens per expert per micro-batch the GPU runs
     shared_lane = ("shared/compute" if p.engine.overlap_shared_experts and not p.tbo
                    else p.experts_lane)  # fmt: skip
-    slots = (m.n_experts + layout.redundant_experts) / ep
+    slots = (m.n_experts + layout.redundant_experts) / ep + fused
     # rows per expert as a kernel given every token of the micro-batch counts them (TP
     # attention, or a dispatch that gathers all tokens): the count Marlin picks its m-block by
-    counted = tokens / batches * m.experts_per_token / slots
+    counted = tokens / batches * picks / slots
     p.ops.append(Op("moe.routed_experts", n_moe * per_gpu_hit * expert * m.expert_bits,
                     n_moe * expert * picks_gpu * FLOPS_PER_MAC, PLUGIN,
                     "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
@@ -84,10 +104,10 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
                     "routed experts' activations: each token quantised and combined, each "
                     "pick's row read, written and read back", "moe", sp.S.Zero, p.experts_lane,
                     "grouped_gemm", spec.expert_math))  # fmt: skip
-    if spec.n_shared_experts > 0:
-        p.gemm("moe.shared_experts", n_moe * m.n_shared_experts * shared, m.shared_expert_bits,
-               tokens_rank, "moe", "shared experts (every token)", 2 * n_moe,
-               spec.shared_expert_math, overlap=shared_lane)  # fmt: skip
+    if spec.n_shared_experts > 0:  # their own GEMMs, where not fused into the routed kernel
+        p.gemm("moe.shared_experts", (1 - fused) * n_moe * m.n_shared_experts * shared,
+               m.shared_expert_bits, tokens_rank, "moe", "shared experts (every token)",
+               (1 - fused) * 2 * n_moe, spec.shared_expert_math, overlap=shared_lane)  # fmt: skip
     p.gemm("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
            "dense", "router logits", n_moe, "bf16")  # fmt: skip
     if spec.moe_latent > 0:
