@@ -53,7 +53,7 @@ def _terms(doc: dict[str, Any]) -> dict[str, float]:
 
 
 def test_the_builtin_kinds_are_declared_once() -> None:
-    assert list(OP_KINDS) == ["gemm", "grouped_gemm", "attention", "elementwise"]
+    assert list(OP_KINDS) == ["gemm", "grouped_gemm", "attention", "elementwise", "recurrence"]
     assert all(k.name == n and k.meaning for n, k in OP_KINDS.items())
     assert registry().op_kinds == OP_KINDS
     assert list(GPU_PRICING) == list(OP_KINDS)  # kind gpu prices each built-in kind
