@@ -84,13 +84,14 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     rows = picks_gpu / per_gpu_hit  # tokens per expert per micro-batch the GPU runs
     shared_lane = ("shared/compute" if p.engine.overlap_shared_experts and not p.tbo
                    else p.experts_lane)  # fmt: skip
-    slots = (m.n_experts + layout.redundant_experts) / ep + fused
+    slots = (m.n_experts + layout.redundant_experts) / ep
     # rows per expert as a kernel given every token of the micro-batch counts them (TP
     # attention, or a dispatch that gathers all tokens): the count Marlin picks its m-block by
-    counted = tokens / batches * picks / slots
+    counted = tokens / batches * picks / (slots + fused)
     p.ops.append(Op("moe.routed_experts", n_moe * per_gpu_hit * expert * m.expert_bits,
                     n_moe * expert * picks_gpu * FLOPS_PER_MAC, PLUGIN,
-                    "routed experts hit this step, E·(1−(1−k/E)^T)/ep, most loaded GPU",
+                    "routed experts hit this step, E·(1−(1−k/E)^T)/ep (and the shared expert "
+                    "where the engine fuses it in), most loaded GPU",
                     "moe", batches * n_moe, p.experts_lane, "grouped_gemm", spec.expert_math,
                     rows, counted_rows=counted))  # fmt: skip
     # the tokens' and picks' activations through the steps around the GEMMs, read at the
