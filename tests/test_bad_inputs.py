@@ -209,6 +209,12 @@ FILE_CASES: list[tuple[str, str, int | None, str]] = [
     ),
     ("overlap-bad", f'from = "{BASE}"\n[engine]\ntwo_batch_overlap = "yes"\n', REFUSE, "boolean"),
     (
+        "fuse-shared-bad",
+        f'from = "{BASE}"\n[engine]\nfuse_shared_experts = "yes"\n',
+        REFUSE,
+        "fuse_shared_experts",
+    ),
+    (
         "prefill-host-text",
         f'from = "{BASE}"\n[engine]\nprefill_layer_host = "eager"\n',
         REFUSE,
