@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stepwall.apps.collect import group_sizes
 from stepwall.cli import main
 
 torch = pytest.importorskip("torch")  # the `collect` extra (the test extra pins it)
@@ -21,6 +22,7 @@ HEADS = {
     "moe": "moe",
     "mla": "mla_decode",
     "allreduce": "all_reduce",
+    "alltoall": "all_to_all",
 }
 
 
@@ -40,8 +42,24 @@ def test_each_table_is_written_with_provenance(tables: Path, table: str) -> None
     assert all("stepwall collect --cpu" in r["source"] and "torch" in r["source"] for r in rows)
 
 
+def test_collectives_are_timed_over_each_group_size(tables: Path) -> None:
+    """Three CPU processes stand in for GPUs: each collective is timed over groups of 2 and 3
+    at every size, and each row's bytes split evenly over its group."""
+    for table in ("allreduce", "alltoall"):
+        with (tables / f"cpu-{table}.csv").open() as fh:
+            rows = list(csv.DictReader(fh))
+        assert [int(r["gpus"]) for r in rows] == [2, 2, 2, 3, 3, 3]
+        assert all(int(r["bytes [B]"]) % (4 * int(r["gpus"])) == 0 for r in rows)
+
+
+@pytest.mark.parametrize(("world", "sizes"), [(2, [2]), (3, [2, 3]), (4, [2, 4]),
+                                              (8, [2, 4, 8]), (12, [2, 4, 8, 12])])  # fmt: skip
+def test_group_sizes(world: int, sizes: list[int]) -> None:
+    assert group_sizes(world) == sizes
+
+
 def test_calibrate_fits_the_collected_tables(tables: Path, tmp_path: Path) -> None:
-    """The hardware tables fit a GPU spec's fields and the all-reduce table a cluster's:
+    """The hardware tables fit a GPU spec's fields and the collectives' tables a cluster's:
     calibrate writes specs whose fitted values are the data's, not the starting spec's."""
     data = [a for t in ("copy", "small", "gemm", "moe", "mla")
             for a in ("--data", str(tables / f"cpu-{t}.csv"))]  # fmt: skip
@@ -53,8 +71,13 @@ def test_calibrate_fits_the_collected_tables(tables: Path, tmp_path: Path) -> No
     assert main(["check", str(out)]) == 0
     cluster = tmp_path / "cpu-cluster.toml"
     assert main(["calibrate", "hgx-h200-ib", "--data", str(tables / "cpu-allreduce.csv"),
-                 "-o", str(cluster)]) == 0  # fmt: skip
+                 "--data", str(tables / "cpu-alltoall.csv"), "-o", str(cluster)]) == 0  # fmt: skip
     assert main(["check", str(cluster)]) == 0
+    fitted = tomllib.loads(cluster.read_text())["scale_up"]
+    start = tomllib.loads((Path(__file__).parents[1] / "specs/clusters/hgx-h200-ib.toml")
+                          .read_text())["scale_up"]  # fmt: skip
+    for field in ("bus_bandwidth", "link_bandwidth"):
+        assert fitted[field] != start[field], field
 
 
 def test_only_some_tables(tmp_path: Path) -> None:

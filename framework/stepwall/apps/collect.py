@@ -12,7 +12,11 @@ What each table times, with PyTorch (the optional extra ``stepwall[collect]``):
   ``moe`` primitive assumes), each expert's gate/up and down GEMMs in turn (PyTorch's reference
   path, not an engine's fused kernel: the fit then describes that path);
 - ``mla_decode``: absorbed-MLA decode attention over a latent cache (scores, softmax, values);
-- ``all_reduce``: ``torch.distributed.all_reduce`` over the local GPUs (NCCL; gloo on the CPU).
+- ``all_reduce`` and ``all_to_all``: ``torch.distributed.all_reduce`` and
+  ``all_to_all_single`` (each GPU sends 1/N of its buffer to each of the N, itself included, as
+  the ``all_to_all`` primitive counts) over groups of 2, 4, … and all the local GPUs (NCCL; three
+  gloo processes on the CPU): the group sizes let the fit tell a per-peer latency from a fixed
+  one.
 
 Timing: the median over repeats after warm-up, CUDA events on a GPU, ``perf_counter`` on the
 CPU. Each row's ``source`` names the device, driver, CUDA and torch versions and the date.
@@ -49,6 +53,7 @@ FULL = {
     "mla": ((1, 1024), (1, 8192), (8, 4096), (32, 4096), (64, 2048), (128, 8192)),
     "mla_shape": (64, 512, 64),  # heads on the GPU, kv_lora_rank, qk_rope_head_dim
     "allreduce_kib": (4, 64, 1024, 16384),
+    "alltoall_kib": (4, 64, 1024, 16384, 65536),  # to DeepEP's ~7 MB (128 tokens x k = 8)
 }
 QUICK = {
     "copy_mib": (1, 2, 4, 8),
@@ -59,6 +64,7 @@ QUICK = {
     "mla": ((1, 128), (2, 256), (4, 512), (8, 256)),
     "mla_shape": (8, 64, 16),
     "allreduce_kib": (4, 1024, 16384),  # wide enough that bandwidth shows through CPU noise
+    "alltoall_kib": (4, 1024, 16384),
 }
 WARMUP, REPEATS = 3, 10
 
@@ -219,34 +225,44 @@ HEADERS = {
     "mla": ["primitive", "batch", "kv_len", "heads", "kv_lora_rank", "qk_rope_head_dim",
             "kv_bits [bit]", "precision", "time [s]", "source"],
     "allreduce": ["primitive", "bytes [B]", "gpus", "time [s]", "source"],
+    "alltoall": ["primitive", "bytes [B]", "gpus", "time [s]", "source"],
 }  # fmt: skip
+# The collectives' tables: the primitive each times and the sizes it sweeps.
+COLLECTIVES = {"allreduce": ("all_reduce", "allreduce_kib"),
+               "alltoall": ("all_to_all", "alltoall_kib")}  # fmt: skip
 TABLES: dict[str, Callable[[Device, dict[str, Any]], Iterator[list[Any]]]] = {
     "copy": _copy, "small": _tiny, "gemm": _gemm, "moe": _moe, "mla": _mla,
 }  # fmt: skip
 
 
 def _gpus(device: Device) -> int:
-    """Ranks of the all-reduce table: every visible GPU, or two CPU processes."""
-    return 2 if device.name == "cpu" else int(device.torch.cuda.device_count())
+    """Ranks of the collectives' tables: every visible GPU, or three CPU processes (two group
+    sizes, as a GPU node gives several)."""
+    return 3 if device.name == "cpu" else int(device.torch.cuda.device_count())
+
+
+def group_sizes(world: int) -> list[int]:
+    """The group sizes a collective is timed over: 2, 4, 8, … below ``world``, and ``world``."""
+    return sorted({*(2**i for i in range(1, world.bit_length()) if 2**i < world), world})
 
 
 def collect(out: Path, prefix: str, cpu: bool, quick: bool,
-            tables: Sequence[str] = (*TABLES, "allreduce"),
+            tables: Sequence[str] = (*TABLES, *COLLECTIVES),
             progress: Callable[[str], None] | None = None) -> list[Path]:  # fmt: skip
     """Run the tables and write ``out/PREFIX-TABLE.csv`` for each; return the files. The
-    all-reduce table needs two or more GPUs (it is skipped on one, and said so)."""
+    collectives' tables need two or more GPUs (they are skipped on one, and said so)."""
     device = open_device(cpu)
     sizes = QUICK if quick else FULL
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in tables:
-        if name == "allreduce":
+        if name in COLLECTIVES:
             gpus = _gpus(device)
             if gpus < 2:
                 if progress is not None:
-                    progress("allreduce: skipped (one GPU)")
+                    progress(f"{name}: skipped (one GPU)")
                 continue
-            made = _all_reduce(device, sizes, gpus)
+            made = _collective(device, sizes, gpus, *COLLECTIVES[name])
         else:
             made = TABLES[name](device, sizes)
         rows = [[*r, device.source] for r in made]
@@ -271,10 +287,11 @@ def _free_port() -> int:
         return port
 
 
-def _all_reduce_rank(rank: int, world: int, cpu: bool, kib: Sequence[int], port: int,
+def _collective_rank(rank: int, world: int, cpu: bool, op: str, kib: Sequence[int], port: int,
                      results: Any) -> None:  # fmt: skip
-    """One rank of the all-reduce table (a spawned process): the median time of each size,
-    rank 0's, put on ``results``."""
+    """One rank of a collective's table (a spawned process): for each group of
+    `group_sizes` and each size, the median time of ``op`` (``all_reduce`` or
+    ``all_to_all``), rank 0's, put on ``results`` as (gpus, bytes, seconds)."""
     device = open_device(cpu)
     t = device.torch
     dist = t.distributed
@@ -284,24 +301,34 @@ def _all_reduce_rank(rank: int, world: int, cpu: bool, kib: Sequence[int], port:
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)  # fmt: skip
     try:
-        for size in kib:
-            x = t.ones(size * 256, dtype=t.float32, device=device.name)  # size KiB of FP32
-            seconds = device.time(partial(dist.all_reduce, x))
-            if rank == 0:
-                results.put((size * 1024, seconds))
+        for gpus in group_sizes(world):
+            group = dist.new_group(list(range(gpus)))  # every rank takes part in making it
+            if rank >= gpus:
+                continue
+            for size in kib:
+                # size KiB of FP32, whole in each of the group's equal shares
+                x = t.ones(size * 256 // gpus * gpus, dtype=t.float32, device=device.name)
+                if op == "all_reduce":
+                    fn = partial(dist.all_reduce, x, group=group)
+                else:
+                    fn = partial(dist.all_to_all_single, t.empty_like(x), x, group=group)
+                seconds = device.time(fn)
+                if rank == 0:
+                    results.put((gpus, x.numel() * 4, seconds))
         dist.barrier()
     finally:
         dist.destroy_process_group()
 
 
-def _all_reduce(d: Device, sizes: dict[str, Any], gpus: int) -> Iterator[list[Any]]:
-    """``all_reduce`` of each size over ``gpus`` processes, one per GPU (two CPU processes
-    over gloo with ``cpu``)."""
+def _collective(d: Device, sizes: dict[str, Any], gpus: int, op: str,
+                key: str) -> Iterator[list[Any]]:  # fmt: skip
+    """``op`` of each size of ``sizes[key]`` over ``gpus`` processes, one per GPU (three CPU
+    processes over gloo with ``cpu``), timed over each group of `group_sizes`."""
     mp = d.torch.multiprocessing.get_context("spawn")
     results = mp.SimpleQueue()
     port = _free_port()
-    procs = [mp.Process(target=_all_reduce_rank, args=(r, gpus, d.name == "cpu",
-                                                        sizes["allreduce_kib"], port, results))
+    procs = [mp.Process(target=_collective_rank, args=(r, gpus, d.name == "cpu", op,
+                                                        sizes[key], port, results))
              for r in range(gpus)]  # fmt: skip
     for proc in procs:
         proc.start()
@@ -309,8 +336,8 @@ def _all_reduce(d: Device, sizes: dict[str, Any], gpus: int) -> Iterator[list[An
         proc.join()
     failed = [proc.exitcode for proc in procs if proc.exitcode != 0]
     if failed:
-        raise SpecError("collect", "all_reduce", f"a rank exited with {failed[0]}",
+        raise SpecError("collect", op, f"a rank exited with {failed[0]}",
                         "torch.distributed working over the local GPUs")  # fmt: skip
     while not results.empty():
-        nbytes, seconds = results.get()
-        yield ["all_reduce", nbytes, gpus, seconds]
+        group, nbytes, seconds = results.get()
+        yield [op, nbytes, group, seconds]

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stepwall.apps.collect import TABLES, collect
+from stepwall.apps.collect import COLLECTIVES, TABLES, collect
 from stepwall.core.terminal import visible
 
 if TYPE_CHECKING:
@@ -16,15 +16,18 @@ if TYPE_CHECKING:
 EPILOG = """\
 Times memory copies, a tiny kernel's launch, GEMMs vs rows (bf16, and fp8 where the GPU has it),
 one MoE layer's experts vs tokens, absorbed-MLA decode vs batch and context and, on two or more
-GPUs, all-reduce vs size, with PyTorch (pip install 'stepwall[collect]'), and writes one CSV per
-table in the format `stepwall calibrate` fits, each row naming the GPU, driver, CUDA and torch
-versions and the date. About ten minutes on a GPU; --cpu --quick runs the same code on the CPU
-at tiny sizes in seconds (to test the path, not to calibrate a CPU).
+GPUs, all-reduce and all-to-all vs size over groups of 2, 4, … and all of them, with PyTorch
+(pip install 'stepwall[collect]'), and writes one CSV per table in the format `stepwall
+calibrate` fits, each row naming the GPU, driver, CUDA and torch versions and the date. About
+ten minutes on a GPU; --cpu --quick runs the same code on the CPU at tiny sizes in seconds (to
+test the path, not to calibrate a CPU).
 
 examples:
   stepwall collect -o bench/ --prefix my-h200
-  stepwall calibrate h200 --data bench/my-h200-gemm.csv --data bench/my-h200-copy.csv \
+  stepwall calibrate h200 --data bench/my-h200-gemm.csv --data bench/my-h200-copy.csv \\
     -o my-h200.toml
+  stepwall calibrate hgx-h200-ib --data bench/my-h200-allreduce.csv \\
+    --data bench/my-h200-alltoall.csv -o my-node.toml
   stepwall collect --cpu --quick -o /tmp/bench
 """
 
@@ -37,15 +40,15 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
                    help="folder for the tables (created)")  # fmt: skip
     p.add_argument("--prefix", default="collected",
                    help="file names PREFIX-TABLE.csv (default collected)")  # fmt: skip
-    p.add_argument("--only", metavar="TABLE,…", help=f"only these tables, of {', '.join(TABLES)}, "
-                   "allreduce")  # fmt: skip
+    p.add_argument("--only", metavar="TABLE,…",
+                   help=f"only these tables, of {', '.join((*TABLES, *COLLECTIVES))}")  # fmt: skip
     p.add_argument("--cpu", action="store_true", help="run on the CPU (tests the code path)")
     p.add_argument("--quick", action="store_true", help="tiny sizes (seconds, not minutes)")
 
 
 def run(ns: argparse.Namespace, registry: Registry) -> int:
     """Collect and say where each table went."""
-    known = (*TABLES, "allreduce")
+    known = (*TABLES, *COLLECTIVES)
     tables = tuple(ns.only.split(",")) if ns.only else known
     bad = [t for t in tables if t not in known]
     if bad:
