@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stepwall.apps.collect import group_sizes
+from stepwall.apps.collect import group_sizes, nvfp4_operand
 from stepwall.cli import main
 
 torch = pytest.importorskip("torch")  # the `collect` extra (the test extra pins it)
@@ -102,3 +102,14 @@ def test_no_gpu_without_cpu_is_a_one_line_error(
     err = capsys.readouterr().err.strip()
     assert "no CUDA GPU" in err and "--cpu" in err and "\n" not in err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(("rows", "k", "scales"), [(1, 7168, 128 * 448), (129, 2048, 256 * 128),
+                                                   (4096, 48, 4096 * 4)])  # fmt: skip
+def test_nvfp4_operand_layout(rows: int, k: int, scales: int) -> None:
+    """The operands of the Blackwell FP4 GEMM (built on the CPU here; timed only on a GPU): two
+    E2M1 values a byte, and the E4M3 scales of 16-element blocks in the 128 x 4 tiles
+    scaled_mm's swizzled layout takes, rows padded to 128 and k/16 to a multiple of 4."""
+    values, scale = nvfp4_operand(torch, rows, k, "cpu")
+    assert values.dtype == torch.float4_e2m1fn_x2 and tuple(values.shape) == (rows, k // 2)
+    assert scale.dtype == torch.float8_e4m3fn and scale.numel() == scales

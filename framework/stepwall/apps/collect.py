@@ -7,7 +7,8 @@ What each table times, with PyTorch (the optional extra ``stepwall[collect]``):
 - ``memory_copy``: ``dst.copy_(src)`` of a buffer, bytes read + written;
 - ``small_kernel``: an add on one element, the launch floor;
 - ``gemm``: an m x k activation times a k x n weight, per precision (bf16; fp8 through
-  ``torch._scaled_mm`` where the GPU has FP8 tensor cores);
+  ``torch._scaled_mm`` where the GPU has FP8 tensor cores; NVFP4 through
+  ``torch.nn.functional.scaled_mm`` on Blackwell, left out with a note where torch refuses it);
 - ``moe``: one layer's routed experts on one rank, tokens routed evenly (balanced, as the
   ``moe`` primitive assumes), each expert's gate/up and down GEMMs in turn (PyTorch's reference
   path, not an engine's fused kernel: the fit then describes that path);
@@ -76,6 +77,7 @@ class Device:
     torch: Any
     name: str  # "cuda" or "cpu"
     source: str
+    notes: list[str] = attrs.field(factory=list)  # what a table left out, and why
 
     def sync(self) -> None:
         if self.name == "cuda":
@@ -108,6 +110,15 @@ class Device:
             return False
         major, minor = self.torch.cuda.get_device_capability()
         return (major, minor) >= (8, 9) and hasattr(self.torch, "_scaled_mm")
+
+    def has_fp4(self) -> bool:
+        """NVFP4 GEMMs through ``torch.nn.functional.scaled_mm``: Blackwell (compute
+        capability 10.0 and newer) with a torch that has the FP4 dtype."""
+        if self.name != "cuda":
+            return False
+        major, _ = self.torch.cuda.get_device_capability()
+        f = self.torch.nn.functional
+        return major >= 10 and hasattr(f, "scaled_mm") and hasattr(self.torch, "float4_e2m1fn_x2")
 
 
 def open_device(cpu: bool) -> Device:
@@ -161,24 +172,61 @@ def _tiny(d: Device, sizes: dict[str, Any]) -> Iterator[list[Any]]:
     yield ["small_kernel", d.time(partial(x.add_, 1))]
 
 
+NVFP4_BLOCK = 16  # elements per FP8 (E4M3) scale of an NVFP4 operand
+
+
+def nvfp4_operand(t: Any, rows: int, k: int, device: str) -> tuple[Any, Any]:
+    """A rows x k NVFP4 operand as ``scaled_mm`` takes it: two E2M1 values a byte, and one E4M3
+    scale per 16 along k in the 128 x 4 swizzled layout (rows padded to 128, k/16 to 4). The
+    scales are ones, so their order within the layout does not matter; the values are random."""
+    values = t.randint(0, 256, (rows, k // 2), dtype=t.uint8, device=device)
+    padded = -(-rows // 128) * 128 * (-(-k // (NVFP4_BLOCK * 4)) * 4)
+    return values.view(t.float4_e2m1fn_x2), t.ones(padded, dtype=t.float8_e4m3fn, device=device)
+
+
 def _gemm(d: Device, sizes: dict[str, Any]) -> Iterator[list[Any]]:
     t = d.torch
-    precisions = ["bf16", *(["fp8"] if d.has_fp8() else [])]
+    precisions = ["bf16", *(["fp8"] if d.has_fp8() else []), *(["fp4"] if d.has_fp4() else [])]
     for n, k in sizes["gemm_nk"]:
         w = t.randn(k, n, device=d.name).to(t.bfloat16)
+        w4, w4_scale = nvfp4_operand(t, n, k, d.name) if "fp4" in precisions else (None, None)
         for m in sizes["gemm_m"]:
             x = t.randn(m, k, device=d.name).to(t.bfloat16)
             for p in precisions:
                 if p == "bf16":
                     yield ["gemm", m, n, k, 16, p, d.time(partial(t.matmul, x, w))]
-                    continue
-                x8, w8 = x.to(t.float8_e4m3fn), w.t().contiguous().to(t.float8_e4m3fn).t()
-                one = t.ones((), device=d.name)
+                elif p == "fp8":
+                    yield ["gemm", m, n, k, 8, p, d.time(_fp8_gemm(t, x, w))]
+                else:
+                    x4, x4_scale = nvfp4_operand(t, m, k, d.name)
+                    fn = _fp4_gemm(t, x4, x4_scale, w4, w4_scale)
+                    try:
+                        seconds = d.time(fn)
+                    except RuntimeError as err:  # this torch build or GPU refuses the recipe
+                        d.notes.append(f"fp4 rows left out: torch's scaled_mm refused NVFP4 "
+                                       f"({str(err).splitlines()[0]})")  # fmt: skip
+                        precisions.remove("fp4")
+                        continue
+                    # NVFP4: 4 bits a weight and an 8-bit scale per 16
+                    yield ["gemm", m, n, k, 4 + 8 / NVFP4_BLOCK, p, seconds]
 
-                def fp8(x8: Any = x8, w8: Any = w8, one: Any = one) -> Any:
-                    return t._scaled_mm(x8, w8, scale_a=one, scale_b=one, out_dtype=t.bfloat16)
 
-                yield ["gemm", m, n, k, 8, p, d.time(fp8)]
+def _fp8_gemm(t: Any, x: Any, w: Any) -> Callable[[], Any]:
+    """x @ w in FP8 (E4M3, one scale per tensor) through ``torch._scaled_mm``."""
+    x8, w8 = x.to(t.float8_e4m3fn), w.t().contiguous().to(t.float8_e4m3fn).t()
+    one = t.ones((), device=x.device)
+    return partial(t._scaled_mm, x8, w8, scale_a=one, scale_b=one, out_dtype=t.bfloat16)
+
+
+def _fp4_gemm(t: Any, x4: Any, x4_scale: Any, w4: Any, w4_scale: Any) -> Callable[[], Any]:
+    """x @ w in NVFP4 (E2M1 values, an E4M3 scale per 16 and an FP32 one per tensor), as
+    NVFP4 checkpoints run, through ``torch.nn.functional.scaled_mm``."""
+    f = t.nn.functional
+    one = t.ones((), dtype=t.float32, device=x4.device)
+    recipe = [f.ScalingType.BlockWise1x16, f.ScalingType.TensorWise]
+    swizzle = [f.SwizzleType.SWIZZLE_32_4_4, f.SwizzleType.NO_SWIZZLE]
+    return partial(f.scaled_mm, x4, w4.t(), [x4_scale, one], recipe, [w4_scale, one], recipe,
+                   swizzle, swizzle, output_dtype=t.bfloat16)  # fmt: skip
 
 
 def _moe(d: Device, sizes: dict[str, Any]) -> Iterator[list[Any]]:
@@ -266,6 +314,10 @@ def collect(out: Path, prefix: str, cpu: bool, quick: bool,
         else:
             made = TABLES[name](device, sizes)
         rows = [[*r, device.source] for r in made]
+        if progress is not None:
+            for note in device.notes:
+                progress(f"{name}: {note}")
+        device.notes.clear()
         path = out / f"{prefix}-{name}.csv"
 
         def fill(fh: Any, rows: list[list[Any]] = rows, name: str = name) -> None:
