@@ -53,7 +53,14 @@ def _terms(doc: dict[str, Any]) -> dict[str, float]:
 
 
 def test_the_builtin_kinds_are_declared_once() -> None:
-    assert list(OP_KINDS) == ["gemm", "grouped_gemm", "attention", "elementwise", "recurrence"]
+    assert list(OP_KINDS) == [
+        "gemm",
+        "grouped_gemm",
+        "attention",
+        "gqa_attention",
+        "elementwise",
+        "recurrence",
+    ]
     assert all(k.name == n and k.meaning for n, k in OP_KINDS.items())
     assert registry().op_kinds == OP_KINDS
     assert list(GPU_PRICING) == list(OP_KINDS)  # kind gpu prices each built-in kind
@@ -81,7 +88,9 @@ def test_an_undeclared_op_kind_is_refused_naming_the_op() -> None:
     with pytest.raises(StepwallError) as caught:
         evaluate(SCENARIO, [ExtraOps([], ("conv",))])
     message = str(caught.value)
-    assert "op kind 'conv' is not one of gemm, grouped_gemm, attention, elementwise" in message
+    assert (
+        "op kind 'conv' is not one of gemm, grouped_gemm, attention, gqa_attention, elementwise"
+    ) in message
     assert "extra_conv" in message
 
 

@@ -66,6 +66,7 @@ GPU_PRICING = {
     "gemm": GpuPricing(),
     "grouped_gemm": GpuPricing("moe_efficiency", "moe_floor"),
     "attention": GpuPricing("attention_efficiency", "attention_floor"),
+    "gqa_attention": GpuPricing("attention_efficiency", "attention_floor"),
     "elementwise": GpuPricing(floor="kernel_floor"),
     "recurrence": GpuPricing(floor="kernel_floor"),
 }  # the built-in op kinds' (`stepwall.core.terms.OP_KINDS`)
@@ -151,6 +152,9 @@ def op_terms(
     at_family = f"hardware.{family}"
     stated_at = scenario.section(at_family) if at_family in scenario.sections else None
     own = _own(stated_at, getattr(hw, family, None), FAMILY.get(kind.ramp, ("",) * 5))
+    if kind.name in KIND_FAMILY:  # a kernel family within the ramp's: its own values first
+        mine = _own(stated_at, getattr(hw, family, None), KIND_FAMILY[kind.name])
+        own = [m if m is not None else o for m, o in zip(mine, own, strict=True)]
     if own[0] is not None:
         half_rows, rows = own[0], op.rows
     if own[1] is not None:  # a family's own plateau: its own Hockney ramp, uncapped
@@ -185,6 +189,11 @@ FAMILY = {
                     ""),
     "context": ("attention_half_context", "attention_efficiency",
                 "attention_bandwidth_efficiency", "attention_floor", "attention_user_bandwidth"),
+}  # fmt: skip
+# the same for an op kind whose kernels are a family of their own within their ramp's; a
+# field it leaves unstated is the ramp family's
+KIND_FAMILY = {
+    "gqa_attention": ("", "", "gqa_attention_bandwidth_efficiency", "gqa_attention_floor", ""),
 }  # fmt: skip
 
 

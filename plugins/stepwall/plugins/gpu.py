@@ -12,8 +12,9 @@ one roof per tensor-core math precision it has, as subsections::
     [fp8]  …                 # absent: no FP8 tensor cores (fp8 work runs at the bf16 roof)
 
 A roof section may also state the routed experts' and attention kernels' own values at its
-precision (``moe_efficiency``, ``moe_bandwidth_efficiency``, ``moe_floor``, ``attention_*``):
-their kernel families (`stepwall.core.roofline.FAMILY`). A ``[wna16]`` section states the
+precision (``moe_efficiency``, ``moe_bandwidth_efficiency``, ``moe_floor``, ``attention_*``,
+and grouped-query attention's ``gqa_attention_*``): their kernel families
+(`stepwall.core.roofline.FAMILY`, `KIND_FAMILY`). A ``[wna16]`` section states the
 grouped GEMMs' values of weight-only kernels (W4A16, W8A16), which run at the bf16 roof.
 """
 
@@ -33,6 +34,7 @@ from stepwall.core.laws import (
     balanced_expert_load,
     ffn_params,
     floor_time,
+    gqa_score_flops,
     moe_activation_bytes,
 )
 from stepwall.core.primitives import Primitive
@@ -214,6 +216,22 @@ class Roof:
         latex=r"\beta_{p,seq}",
         default=None,
     )
+    gqa_attention_bandwidth_efficiency: float | None = _fraction(
+        "attention_bandwidth_efficiency for grouped-query decode attention kernels "
+        "(TensorRT-LLM's XQA; default: attention_bandwidth_efficiency)",
+        r"\eta_{mem,p,gqa}",
+        default=None,
+    )
+    gqa_attention_floor: float | None = quantity(
+        "time",
+        "fixed time of a grouped-query attention kernel at this precision (default: "
+        "attention_floor)",
+        latex="t_{p,gqa}",
+        minimum=0.0,
+        inclusive=True,
+        maximum=1.0,
+        default=None,
+    )
 
 
 @attrs.frozen
@@ -309,6 +327,18 @@ def _mla_decode(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, 
     return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
 
 
+def _gqa_decode(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+    """One grouped-query decode attention kernel: ``batch`` queries of ``heads`` heads on the
+    GPU, each over ``kv_len`` cached keys and values of ``kv_heads`` x ``head_dim``: the
+    model's ``attention.core`` op of a GQA layer (`gqa_score_flops`)."""
+    kv_token = 2 * x["kv_heads"] * x["head_dim"] * x["kv_bits"]
+    flops = x["batch"] * gqa_score_flops(x["head_dim"], x["heads"], sp.S.One, x["kv_len"])
+    op = Op("gqa", x["batch"] * x["kv_len"] * kv_token, flops, PLUGIN,
+            "a GQA decode kernel", "calibration", sp.S.One, "", "gqa_attention",
+            t["precision"], x["kv_len"], x["kv_len"] * kv_token)  # fmt: skip
+    return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
+
+
 def _copy(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
     """A streaming kernel moving ``bytes`` (read + written): a small kernel's floor plus the
     bytes at the weight-streaming efficiency."""
@@ -343,6 +373,9 @@ def stepwall_primitives() -> list[Primitive]:
                       for f in ("attention_efficiency", "attention_bandwidth_efficiency",
                                 "attention_floor", "attention_half_context",
                                 "attention_user_bandwidth"))  # fmt: skip
+    # a GQA decode table informs the streaming side: its kernels' FLOPs never bind
+    gqa = tuple(f"{p}.gqa_attention_{f}" for p in ("bf16", "fp8")
+                for f in ("bandwidth_efficiency", "floor"))  # fmt: skip
     return [
         Primitive("gemm", "hardware", "a dense GEMM (cuBLAS/CUTLASS/DeepGEMM), m tokens × n×k "
                   "weights", {"m": one, "n": one, "k": one, **_BITS}, precision,
@@ -357,6 +390,10 @@ def stepwall_primitives() -> list[Primitive]:
                   ("attention_efficiency", "attention_floor", "attention_user_bandwidth",
                    "attention_half_context", *attention),
                   _mla_decode, PLUGIN),
+        Primitive("gqa_decode", "hardware", "a grouped-query decode attention kernel (XQA)",
+                  {"batch": one, "kv_len": one, "heads": one, "kv_heads": one, "head_dim": one,
+                   "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")}, gqa, _gqa_decode,
+                  PLUGIN),
         Primitive("memory_copy", "hardware", "a streaming copy kernel (bytes read + written)",
                   {"bytes": INFORMATION}, {}, ("hbm_efficiency", "kernel_floor"), _copy, PLUGIN),
         Primitive("small_kernel", "hardware", "a kernel with almost no work (its floor)", {}, {},

@@ -359,13 +359,19 @@ def add_attention(p: Pass, att: Attention) -> None:
     ) / (queries * att.layers)
     p.ops.append(Op("attention.core", kv_read, flops, PLUGIN,
                     "attention over the KV cache: context S and each user's new tokens",
-                    "attention", p.batches * att.layers, p.lane, "attention",
+                    "attention", p.batches * att.layers, p.lane, core_kind(spec),
                     spec.attention_core_math, per_query, one_user))  # fmt: skip
     prompts_rank = (new_tokens if p.prefill else 0) + step.prefill_tokens_rank
     if att.sparse_prompt != 0 and prompts_rank != 0:
         p.ops.append(_sparse_prefill(p, att, prompts_rank))
     if att.sparse:
         p.ops.append(_indexer(p, att, decode_ctx, prompt_ctx))
+
+
+def core_kind(spec: Any) -> str:
+    """The op kind of a layer's attention over its cache: grouped-query attention runs its
+    own kernel family (TensorRT-LLM's XQA, FlashInfer's decode), MLA and the rest theirs."""
+    return "gqa_attention" if spec.attention == "gqa" else "attention"
 
 
 def _head_tile(p: Pass) -> sp.Expr:

@@ -22,7 +22,7 @@ from stepwall.core.laws import (
 )
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import Collective, Decoding, Op
-from stepwall.plugins.moe_transformer.attention import ATTENTION_GEMMS, Attention
+from stepwall.plugins.moe_transformer.attention import ATTENTION_GEMMS, Attention, core_kind
 from stepwall.plugins.moe_transformer.spec import PLUGIN
 from stepwall.plugins.moe_transformer.work import Pass
 
@@ -197,7 +197,7 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
         op("draft.attention", layers * (att.params + att.indexer), m.attention_bits,
            layers * ATTENTION_GEMMS[spec.attention], "gemm", spec.attention_math),
         Op("draft.attention_core", passes * users * layers * context * att.kv_token,
-           sp.Integer(0), PLUGIN, why, "spec", passes * layers, "", "attention",
+           sp.Integer(0), PLUGIN, why, "spec", passes * layers, "", core_kind(spec),
            spec.attention_core_math),
         op("draft.experts", layers * hit * expert, m.expert_bits, layers, "grouped_gemm",
            spec.expert_math, picks / hit, layers * expert * picks * FLOPS_PER_MAC),
