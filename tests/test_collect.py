@@ -21,6 +21,7 @@ HEADS = {
     "gemm": "gemm",
     "moe": "moe",
     "mla": "mla_decode",
+    "gqa": "gqa_decode",
     "allreduce": "all_reduce",
     "alltoall": "all_to_all",
 }
@@ -61,7 +62,7 @@ def test_group_sizes(world: int, sizes: list[int]) -> None:
 def test_calibrate_fits_the_collected_tables(tables: Path, tmp_path: Path) -> None:
     """The hardware tables fit a GPU spec's fields and the collectives' tables a cluster's:
     calibrate writes specs whose fitted values are the data's, not the starting spec's."""
-    data = [a for t in ("copy", "small", "gemm", "moe", "mla")
+    data = [a for t in ("copy", "small", "gemm", "moe", "mla", "gqa")
             for a in ("--data", str(tables / f"cpu-{t}.csv"))]  # fmt: skip
     out = tmp_path / "cpu-gpu.toml"
     assert main(["calibrate", "h200", *data, "-o", str(out)]) == 0

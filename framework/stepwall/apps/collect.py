@@ -13,6 +13,8 @@ What each table times, with PyTorch (the optional extra ``stepwall[collect]``):
   ``moe`` primitive assumes), each expert's gate/up and down GEMMs in turn (PyTorch's reference
   path, not an engine's fused kernel: the fit then describes that path);
 - ``mla_decode``: absorbed-MLA decode attention over a latent cache (scores, softmax, values);
+- ``gqa_decode``: grouped-query decode attention (PyTorch's ``scaled_dot_product_attention``
+  with ``enable_gqa``: its own kernels, not an engine's XQA);
 - ``all_reduce`` and ``all_to_all``: ``torch.distributed.all_reduce`` and
   ``all_to_all_single`` (each GPU sends 1/N of its buffer to each of the N, itself included, as
   the ``all_to_all`` primitive counts) over groups of 2, 4, … and all the local GPUs (NCCL; three
@@ -53,6 +55,8 @@ FULL = {
     "moe_shape": (7168, 2048, 256, 8, 8),  # hidden, inter, experts, topk, ep (DeepSeek-V3)
     "mla": ((1, 1024), (1, 8192), (8, 4096), (32, 4096), (64, 2048), (128, 8192)),
     "mla_shape": (64, 512, 64),  # heads on the GPU, kv_lora_rank, qk_rope_head_dim
+    "gqa": ((1, 1024), (1, 16384), (8, 4096), (64, 1024), (64, 4096), (256, 1024)),
+    "gqa_shape": (32, 8, 128),  # query heads, KV heads, head dimension (Llama-3.1-8B at TP-1)
     "allreduce_kib": (4, 64, 1024, 16384),
     "alltoall_kib": (4, 64, 1024, 16384, 65536),  # to DeepEP's ~7 MB (128 tokens x k = 8)
 }
@@ -64,6 +68,8 @@ QUICK = {
     "moe_shape": (256, 128, 16, 2, 2),
     "mla": ((1, 128), (2, 256), (4, 512), (8, 256)),
     "mla_shape": (8, 64, 16),
+    "gqa": ((1, 128), (2, 256), (4, 512), (8, 256)),
+    "gqa_shape": (8, 2, 32),
     "allreduce_kib": (4, 1024, 16384),  # wide enough that bandwidth shows through CPU noise
     "alltoall_kib": (4, 1024, 16384),
 }
@@ -264,6 +270,19 @@ def _mla(d: Device, sizes: dict[str, Any]) -> Iterator[list[Any]]:
         yield ["mla_decode", batch, kv_len, heads, rank, rope, 16, "bf16", d.time(attend)]
 
 
+def _gqa(d: Device, sizes: dict[str, Any]) -> Iterator[list[Any]]:
+    """Grouped-query decode attention: each query's heads score the cached keys of their KV
+    head and read its values (``scaled_dot_product_attention`` with ``enable_gqa``)."""
+    t = d.torch
+    heads, kv_heads, dim = sizes["gqa_shape"]
+    for batch, kv_len in sizes["gqa"]:
+        q = t.randn(batch, heads, 1, dim, device=d.name).to(t.bfloat16)
+        k = t.randn(batch, kv_heads, kv_len, dim, device=d.name).to(t.bfloat16)
+        v = t.randn_like(k)
+        attend = partial(t.nn.functional.scaled_dot_product_attention, q, k, v, enable_gqa=True)
+        yield ["gqa_decode", batch, kv_len, heads, kv_heads, dim, 16, "bf16", d.time(attend)]
+
+
 HEADERS = {
     "copy": ["primitive", "bytes [B]", "time [s]", "source"],
     "small": ["primitive", "time [s]", "source"],
@@ -272,6 +291,8 @@ HEADERS = {
             "weight_bits [bit]", "precision", "time [s]", "source"],
     "mla": ["primitive", "batch", "kv_len", "heads", "kv_lora_rank", "qk_rope_head_dim",
             "kv_bits [bit]", "precision", "time [s]", "source"],
+    "gqa": ["primitive", "batch", "kv_len", "heads", "kv_heads", "head_dim", "kv_bits [bit]",
+            "precision", "time [s]", "source"],
     "allreduce": ["primitive", "bytes [B]", "gpus", "time [s]", "source"],
     "alltoall": ["primitive", "bytes [B]", "gpus", "time [s]", "source"],
 }  # fmt: skip
@@ -279,7 +300,7 @@ HEADERS = {
 COLLECTIVES = {"allreduce": ("all_reduce", "allreduce_kib"),
                "alltoall": ("all_to_all", "alltoall_kib")}  # fmt: skip
 TABLES: dict[str, Callable[[Device, dict[str, Any]], Iterator[list[Any]]]] = {
-    "copy": _copy, "small": _tiny, "gemm": _gemm, "moe": _moe, "mla": _mla,
+    "copy": _copy, "small": _tiny, "gemm": _gemm, "moe": _moe, "mla": _mla, "gqa": _gqa,
 }  # fmt: skip
 
 

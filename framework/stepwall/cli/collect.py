@@ -15,12 +15,12 @@ if TYPE_CHECKING:
 
 EPILOG = """\
 Times memory copies, a tiny kernel's launch, GEMMs vs rows (bf16, fp8 from compute capability
-8.9, NVFP4 on Blackwell), one MoE layer's experts vs tokens, absorbed-MLA decode vs batch and
-context and, on two or more GPUs, all-reduce and all-to-all vs size over groups of 2, 4, … and
-all of them, with PyTorch (pip install 'stepwall[collect]'), and writes one CSV per table in the
-format `stepwall calibrate` fits, each row naming the GPU, driver, CUDA and torch versions and
-the date. About ten minutes on a GPU; --cpu --quick runs the same code on the CPU at tiny sizes
-in seconds (to test the path, not to calibrate a CPU).
+8.9, NVFP4 on Blackwell), one MoE layer's experts vs tokens, absorbed-MLA and grouped-query
+decode attention vs batch and context and, on two or more GPUs, all-reduce and all-to-all vs
+size over groups of 2, 4, … and all of them, with PyTorch (pip install 'stepwall[collect]'), and
+writes one CSV per table in the format `stepwall calibrate` fits, each row naming the GPU,
+driver, CUDA and torch versions and the date. About ten minutes on a GPU; --cpu --quick runs
+the same code on the CPU at tiny sizes in seconds (to test the path, not to calibrate a CPU).
 
 examples:
   stepwall collect -o bench/ --prefix my-h200
