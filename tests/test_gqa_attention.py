@@ -1,8 +1,9 @@
 """Grouped-query attention's own kernel family (issue 22, item 8: per-kernel-family curves):
-TensorRT-LLM's XQA decode kernels are fitted to their own table (`gqa_decode`), not to the MLA
-kernels' (`mla_decode`). Checked on its own terms: a GQA layer's attention over its cache
-takes the family's values where the GPU states them and the attention ones where it does
-not; MLA layers never read them; the primitive is the model's op for one layer."""
+TensorRT-LLM's generation kernels (XQA on Hopper) are fitted to their own table
+(`gqa_decode`), not to the MLA kernels' (`mla_decode`). Checked on its own terms: a GQA
+layer's attention over its cache takes the family's values where the GPU states them and the
+attention ones where it does not; MLA layers never read them; the primitive is the model's op
+for one layer."""
 
 from __future__ import annotations
 
@@ -85,8 +86,9 @@ def test_the_primitive_is_the_models_op(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("gpu", ["h100", "h200", "b200", "b300", "gb200", "gb300"])
 def test_shipped_tables(gpu: str) -> None:
-    """Each GPU's table: 120 XQA kernels of aiconfigurator's TensorRT-LLM 1.3.0rc20 collection
-    (six head splits x two cache precisions x 4 batches x 3 lengths), each citing its file."""
+    """Each GPU's table: 120 generation-attention kernels of aiconfigurator's TensorRT-LLM
+    1.3.0rc20 collection (six head splits x two cache precisions x 4 batches x 3 lengths), each
+    citing its file."""
     with (ROOT / f"specs/calibration/{gpu}-gqa.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 120 and {r["precision"] for r in rows} == {"bf16", "fp8"}

@@ -143,9 +143,10 @@ OP_KINDS = {
         OpKind("attention", "decode or prefill attention over the KV cache", "context",
                serial=True),
         OpKind("gqa_attention", "grouped-query attention over the KV cache: a kernel family "
-               "of its own (TensorRT-LLM's XQA, FlashInfer), priced as attention where the "
-               "GPU states no values of its own; one sequence's cache is split over the GPU "
-               "(XQA's multi-block mode), so no per-sequence rate binds", "context"),
+               "of its own (TensorRT-LLM's generation kernels, XQA on Hopper; FlashInfer), priced "
+               "as attention where the GPU states no values of its own; one sequence's cache "
+               "is split over the GPU (multi-block mode), so no per-sequence rate binds",
+               "context"),
         OpKind("elementwise", "small elementwise kernels (norms, RoPE, activations)"),
         OpKind("recurrence", "a linear-attention layer's recurrent-state kernels (causal conv, "
                "delta rule or selective scan, gated norm)"),

@@ -218,7 +218,7 @@ class Roof:
     )
     gqa_attention_bandwidth_efficiency: float | None = _fraction(
         "attention_bandwidth_efficiency for grouped-query decode attention kernels "
-        "(TensorRT-LLM's XQA; default: attention_bandwidth_efficiency)",
+        "(TensorRT-LLM's generation kernels; default: attention_bandwidth_efficiency)",
         r"\eta_{mem,p,gqa}",
         default=None,
     )
@@ -390,7 +390,7 @@ def stepwall_primitives() -> list[Primitive]:
                   ("attention_efficiency", "attention_floor", "attention_user_bandwidth",
                    "attention_half_context", *attention),
                   _mla_decode, PLUGIN),
-        Primitive("gqa_decode", "hardware", "a grouped-query decode attention kernel (XQA)",
+        Primitive("gqa_decode", "hardware", "a grouped-query decode attention kernel",
                   {"batch": one, "kv_len": one, "heads": one, "kv_heads": one, "head_dim": one,
                    "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")}, gqa, _gqa_decode,
                   PLUGIN),

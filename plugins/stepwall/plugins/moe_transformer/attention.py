@@ -370,7 +370,8 @@ def add_attention(p: Pass, att: Attention) -> None:
 
 def core_kind(spec: Any) -> str:
     """The op kind of a layer's attention over its cache: grouped-query attention runs its
-    own kernel family (TensorRT-LLM's XQA, FlashInfer's decode), MLA and the rest theirs."""
+    own kernel family (TensorRT-LLM's XQA on Hopper, FlashInfer's decode), MLA and the rest
+    theirs."""
     return "gqa_attention" if spec.attention == "gqa" else "attention"
 
 
