@@ -8,16 +8,31 @@ for one layer."""
 from __future__ import annotations
 
 import csv
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stepwall.apps.calibrate import build_problem, load_entry, read_data
+from stepwall.core.units import parse_quantity
 from stepwall.model.compose import build_model
 from stepwall.plugin import registry
 
 ROOT = Path(__file__).parents[1]
+
+
+def _spec(gpu: str) -> dict[str, Any]:
+    """The hardware spec's committed values (the fitted ones the model reads)."""
+    spec: dict[str, Any] = tomllib.loads((ROOT / f"specs/hardware/{gpu}.toml").read_text())
+    return spec
+
+
+def _si(text: str) -> float:
+    """A spec quantity in SI units (its unit through the framework's own parser)."""
+    return parse_quantity(text)[0]
+
+
 DECODE = ['workload.kind="decode"', "workload.context=2048", "workload.concurrency=64"]
 H200 = "hardware=h200,cluster=hgx-h200-ib,engine=trtllm"
 
@@ -37,7 +52,8 @@ def test_gqa_layers_take_their_family_floor() -> None:
     """Llama-3.1-8B (GQA, FP8 cache): its attention floor is 32 layers x the fp8 roof's
     gqa_attention_floor; restating the MLA kernels' attention_floor leaves it alone."""
     base = _terms("llama-3.1-8b-fp8")
-    assert base["attention.core.floor"] == pytest.approx(32 * 10.44e-6, rel=1e-3)
+    floor = _si(_spec("h200")["fp8"]["gqa_attention_floor"])
+    assert base["attention.core.floor"] == pytest.approx(32 * floor, rel=1e-9)
     moved = _terms("llama-3.1-8b-fp8", "hardware.fp8.gqa_attention_floor=20us")
     assert moved["attention.core.floor"] == pytest.approx(32 * 20e-6, rel=1e-9)
     mla = _terms("llama-3.1-8b-fp8", "hardware.fp8.attention_floor=50us")
@@ -48,11 +64,14 @@ def test_gqa_streaming_is_the_family_bandwidth() -> None:
     """At a batch whose cache read binds, the attention term is the KV bytes at
     gqa_attention_bandwidth_efficiency of HBM: halving the efficiency doubles the term."""
     base = _terms("llama-3.1-8b-fp8", "workload.concurrency=256")
+    h200 = _spec("h200")
+    eff = h200["fp8"]["gqa_attention_bandwidth_efficiency"]
     half = _terms("llama-3.1-8b-fp8", "workload.concurrency=256",
-                  "hardware.fp8.gqa_attention_bandwidth_efficiency=0.386")  # fmt: skip
-    assert half["attention.core"] == pytest.approx(2 * base["attention.core"], rel=1e-3)
+                  f"hardware.fp8.gqa_attention_bandwidth_efficiency={eff / 2}")  # fmt: skip
+    assert half["attention.core"] == pytest.approx(2 * base["attention.core"], rel=1e-9)
     kv = _ops("llama-3.1-8b-fp8", "workload.concurrency=256")["attention.core"]["bytes"]
-    assert base["attention.core"] == pytest.approx(kv / (0.7719 * 4.8e12), rel=1e-3)
+    bandwidth = _si(h200["hbm_bandwidth"])
+    assert base["attention.core"] == pytest.approx(kv / (eff * bandwidth), rel=1e-9)
 
 
 def test_mla_layers_do_not_read_the_gqa_family() -> None:
@@ -65,7 +84,8 @@ def test_a_gpu_without_the_family_prices_gqa_as_attention() -> None:
     """MI300X states no GQA values: a GQA layer's terms equal those of the same op priced
     as the attention kind, so its floor is the GPU's attention_floor."""
     terms = _terms("llama-3.1-8b-fp8", at="hardware=mi300x,cluster=mi300x-8,engine=trtllm")
-    assert terms["attention.core.floor"] == pytest.approx(32 * 17.14e-6, rel=1e-3)
+    floor = _si(_spec("mi300x")["attention_floor"])
+    assert terms["attention.core.floor"] == pytest.approx(32 * floor, rel=1e-9)
 
 
 def test_the_primitive_is_the_models_op(tmp_path: Path) -> None:

@@ -192,29 +192,27 @@ def nvfp4_operand(t: Any, rows: int, k: int, device: str) -> tuple[Any, Any]:
 
 def _gemm(d: Device, sizes: dict[str, Any]) -> Iterator[list[Any]]:
     t = d.torch
-    precisions = ["bf16", *(["fp8"] if d.has_fp8() else []), *(["fp4"] if d.has_fp4() else [])]
+    fp8, fp4 = d.has_fp8(), d.has_fp4()  # fp4 until torch refuses the recipe
     for n, k in sizes["gemm_nk"]:
         w = t.randn(k, n, device=d.name).to(t.bfloat16)
-        w4, w4_scale = nvfp4_operand(t, n, k, d.name) if "fp4" in precisions else (None, None)
+        w4, w4_scale = nvfp4_operand(t, n, k, d.name) if fp4 else (None, None)
         for m in sizes["gemm_m"]:
             x = t.randn(m, k, device=d.name).to(t.bfloat16)
-            for p in precisions:
-                if p == "bf16":
-                    yield ["gemm", m, n, k, 16, p, d.time(partial(t.matmul, x, w))]
-                elif p == "fp8":
-                    yield ["gemm", m, n, k, 8, p, d.time(_fp8_gemm(t, x, w))]
-                else:
-                    x4, x4_scale = nvfp4_operand(t, m, k, d.name)
-                    fn = _fp4_gemm(t, x4, x4_scale, w4, w4_scale)
-                    try:
-                        seconds = d.time(fn)
-                    except (RuntimeError, ValueError, TypeError) as err:  # refused here
-                        d.notes.append(f"fp4 rows left out: torch's scaled_mm refused NVFP4 "
-                                       f"({str(err).splitlines()[0]})")  # fmt: skip
-                        precisions.remove("fp4")
-                        continue
-                    # NVFP4: 4 bits a weight and an 8-bit scale per 16
-                    yield ["gemm", m, n, k, 4 + 8 / NVFP4_BLOCK, p, seconds]
+            yield ["gemm", m, n, k, 16, "bf16", d.time(partial(t.matmul, x, w))]
+            if fp8:
+                yield ["gemm", m, n, k, 8, "fp8", d.time(_fp8_gemm(t, x, w))]
+            if not fp4:
+                continue
+            x4, x4_scale = nvfp4_operand(t, m, k, d.name)
+            try:
+                seconds = d.time(_fp4_gemm(t, x4, x4_scale, w4, w4_scale))
+            except (RuntimeError, ValueError, TypeError) as err:  # refused here
+                d.notes.append(f"fp4 rows left out: torch's scaled_mm refused NVFP4 "
+                               f"({str(err).splitlines()[0]})")  # fmt: skip
+                fp4 = False
+                continue
+            # NVFP4: 4 bits a weight and an 8-bit scale per 16
+            yield ["gemm", m, n, k, 4 + 8 / NVFP4_BLOCK, "fp4", seconds]
 
 
 def _fp8_gemm(t: Any, x: Any, w: Any) -> Callable[[], Any]:

@@ -34,6 +34,7 @@ from stepwall.core.laws import (
     balanced_expert_load,
     ffn_params,
     floor_time,
+    gqa_kv_bytes,
     gqa_score_flops,
     moe_activation_bytes,
 )
@@ -330,8 +331,8 @@ def _mla_decode(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, 
 def _gqa_decode(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
     """One grouped-query decode attention kernel: ``batch`` queries of ``heads`` heads on the
     GPU, each over ``kv_len`` cached keys and values of ``kv_heads`` x ``head_dim``: the
-    model's ``attention.core`` op of a GQA layer (`gqa_score_flops`)."""
-    kv_token = 2 * x["kv_heads"] * x["head_dim"] * x["kv_bits"]
+    model's ``attention.core`` op of a GQA layer (`gqa_kv_bytes`, `gqa_score_flops`)."""
+    kv_token = gqa_kv_bytes(x["kv_heads"], x["head_dim"], sp.S.One, x["kv_bits"])
     flops = x["batch"] * gqa_score_flops(x["head_dim"], x["heads"], sp.S.One, x["kv_len"])
     op = Op("gqa", x["batch"] * x["kv_len"] * kv_token, flops, PLUGIN,
             "a GQA decode kernel", "calibration", sp.S.One, "", "gqa_attention",
