@@ -80,7 +80,7 @@ def test_each_table_fits_within_its_bound_over_the_frontier_sizes(reg: Any, mani
     entry = load_entry(m.spec, reg.kinds, manifest=manifest)
     for name in doc["data"]:
         table = manifest.parent / name
-        problem = build_problem(entry, [read_data(table, reg.primitives, "hardware")],
+        problem = build_problem(entry, [read_data(table, reg.primitives, entry.section)],
                                 reg.primitives)  # fmt: skip
         model = problem.model(problem.values)  # the law at the committed values: no fit
         truth = _measured(table)
@@ -242,7 +242,7 @@ def test_committed_intervals_are_ranges_around_the_committed_values(reg: Any, ma
     assert m.ci95
     for key, text in m.ci95.items():
         low, nominal, high, _ = parse_range(text)
-        value = _value(entry, f"hardware.{key}")
+        value = _value(entry, f"{entry.section}.{key}")
         assert low <= value <= high, key
         assert nominal == pytest.approx(value, rel=1e-3), key
 
@@ -274,7 +274,8 @@ def test_a_floor_fitted_at_zero_widens_its_upper_end_by_the_spread() -> None:
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=[m.stem for m in MANIFESTS])
 def test_committed_prediction_intervals_hold_the_confidence_intervals(manifest: Path) -> None:
     """Each ``[pi95]`` range holds its field's ``[ci95]`` range around the same fitted value,
-    and is wider for the fields that scale a law's time (efficiencies, floors, bandwidths)
+    and is wider for the fields that scale a law's time (efficiencies, floors, latencies,
+    bandwidths)
     wherever it is not at the field's bounds; n½ and S½ keep their confidence interval."""
     m = read_manifest(manifest)
     assert m.pi95 and set(m.pi95) == set(m.ci95)
@@ -283,7 +284,7 @@ def test_committed_prediction_intervals_hold_the_confidence_intervals(manifest: 
         c_low, c_nominal, c_high, _ = parse_range(m.ci95[key])
         assert nominal == pytest.approx(c_nominal, rel=1e-3), key
         assert low <= c_low * (1 + 1e-3) and high >= c_high * (1 - 1e-3), key
-        if key.endswith(("efficiency", "floor", "bandwidth")):
+        if key.endswith(("efficiency", "floor", "latency", "bandwidth")):
             assert low < c_low or low == 0, key
             assert high > c_high or high == pytest.approx(1.0), key  # an efficiency at 100%
         else:

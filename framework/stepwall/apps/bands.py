@@ -2,13 +2,13 @@
 
 Two sources make an input uncertain (docs/validation.md, "Bands"):
 
-- the calibration's 95% prediction intervals: a manifest ``specs/calibration/<gpu>.toml``
-  may carry a ``[pi95]`` table of hardware field = ``"LOW..HIGH"`` for the spec its ``spec``
-  key names (``"moe_efficiency" = "0.47..0.76"``): where the fitted value lies, widened by
-  how far the table's own points scatter about the law (`stepwall.apps.calibrate.
-  prediction_interval`); a manifest with only ``[ci95]`` (the confidence intervals) gives
-  those. An interval applies where the hardware spec file it calibrates set the value (a
-  ``--set`` of the field, or another spec, keeps it exact);
+- the calibration's 95% prediction intervals: a manifest ``specs/calibration/<gpu>.toml`` (or
+  ``<cluster>.toml``) may carry a ``[pi95]`` table of field = ``"LOW..HIGH"`` for the hardware
+  or cluster spec its ``spec`` key names (``"moe_efficiency" = "0.47..0.76"``): where the
+  fitted value lies, widened by how far the table's own points scatter about the law
+  (`stepwall.apps.calibrate.prediction_interval`); a manifest with only ``[ci95]`` (the
+  confidence intervals) gives those. An interval applies where the spec file it calibrates set
+  the value (a ``--set`` of the field, or another spec, keeps it exact);
 - the stated ranges of the specs themselves (docs/ranges.md), e.g. an engine's unmeasured
   overlap efficiency written ``"0.5..1 (1)"``.
 
@@ -36,7 +36,7 @@ from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import SpecError, UnitError
 from stepwall.plugin.registry import Registry
 from stepwall.spec.grammar import SYNTAX, is_range, parse_range
-from stepwall.spec.loader import find_spec_file, read_toml
+from stepwall.spec.loader import catalog_names, find_spec_file, read_toml
 from stepwall.spec.validation import load_scenario
 
 INTERVAL_EXPECTED = 'LOW..HIGH, the 95% interval of the fitted value, e.g. "0.57..0.63"'
@@ -45,23 +45,29 @@ TABLES = ("pi95", "ci95")  # the interval tables a band takes, the first a manif
 
 @attrs.frozen
 class Interval:
-    """A calibrated hardware value's 95% interval (SI) and the manifest that states it."""
+    """A calibrated hardware or cluster value's 95% interval (SI) and the manifest that states
+    it."""
 
-    path: str  # hardware.FIELD
+    path: str  # hardware.FIELD or cluster.FIELD
     low: float
     high: float
     text: str  # as written
     manifest: str
     table: str = "pi95"  # the manifest's table that states it
 
+    @property
+    def field(self) -> str:
+        """The field as its manifest names it: ``fp8.efficiency``, ``scale_up.hop_latency``."""
+        return self.path.split(".", 1)[1]
 
-Intervals = Mapping[Path, Mapping[str, Interval]]  # hardware spec file -> path -> interval
+
+Intervals = Mapping[Path, Mapping[str, Interval]]  # spec file -> path -> interval
 
 
 def calibration_intervals(folder: Path | None = None) -> dict[Path, dict[str, Interval]]:
     """The ``[pi95]`` (else the ``[ci95]``) of every calibration manifest in ``folder``
-    (default: the catalog's ``calibration/``), by the hardware spec file each calibrates
-    (resolved)."""
+    (default: the catalog's ``calibration/``), by the hardware or cluster spec file each
+    calibrates (resolved)."""
     out: dict[Path, dict[str, Interval]] = {}
     root = catalog_root() / "calibration" if folder is None else folder
     for manifest in sorted(root.glob("*.toml")):
@@ -75,8 +81,12 @@ def calibration_intervals(folder: Path | None = None) -> dict[Path, dict[str, In
             raise SpecError(where, name, "is not a table", f"field = {INTERVAL_EXPECTED}")
         spec = doc.get("spec")
         if not isinstance(spec, str) or not spec.strip():
-            raise SpecError(where, "spec", "missing", "the hardware spec the manifest calibrates")
-        hw = find_spec_file(spec, "hardware", where=where, key="spec").resolve()
+            raise SpecError(where, "spec", "missing",
+                            "the hardware or cluster spec the manifest calibrates")  # fmt: skip
+        # a cluster entry's fields are cluster.*, a GPU's hardware.*
+        section = "cluster" if spec in catalog_names("clusters") else "hardware"
+        kind = "clusters" if section == "cluster" else "hardware"
+        hw = find_spec_file(spec, kind, where=where, key="spec").resolve()
         own = out.setdefault(hw, {})
         for field, text in flat_keys(given):
             key = f"{name}.{field}"
@@ -86,8 +96,8 @@ def calibration_intervals(folder: Path | None = None) -> dict[Path, dict[str, In
                 low, _, high, _ = parse_range(str(text))
             except UnitError as e:
                 raise SpecError(where, key, str(e), SYNTAX) from None
-            own[f"hardware.{field}"] = Interval(f"hardware.{field}", low, high, str(text), where,
-                                                name)  # fmt: skip
+            own[f"{section}.{field}"] = Interval(f"{section}.{field}", low, high, str(text),
+                                                 where, name)  # fmt: skip
     return out
 
 
@@ -116,7 +126,7 @@ def _calibrated(sc: Any, intervals: Intervals) -> list[tuple[Interval, Any]]:
                 continue
             nominal = float(sc.values[sym])
             if not iv.low <= nominal <= iv.high:
-                raise SpecError(iv.manifest, f"{iv.table}.{path[9:]}", f"{iv.text!r} does not "
+                raise SpecError(iv.manifest, f"{iv.table}.{iv.field}", f"{iv.text!r} does not "
                                 f"hold the spec's value {nominal:.6g}",
                                 "the 95% interval around the fitted value")  # fmt: skip
             out.append((iv, sym))
@@ -132,7 +142,7 @@ def ranged_inputs(
     calibrated = _calibrated(model.scenario, intervals)
     shaping = [iv for iv, _ in calibrated if iv.path in model.structural_keys]
     for iv in _changing_shape(model, shaping, registry):
-        raise SpecError(iv.manifest, f"{iv.table}.{iv.path[9:]}", "decides which terms "
+        raise SpecError(iv.manifest, f"{iv.table}.{iv.field}", "decides which terms "
                         "the model has, so it cannot take an interval",
                         "a continuous value")  # fmt: skip
     for iv, sym in calibrated:

@@ -426,6 +426,15 @@ def switch_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -
     return alpha + 2 * (n - 1) / n * size / beta
 
 
+@law(TIME, n=DIMENSIONLESS, size=INFORMATION, alpha=TIME, beta=BANDWIDTH)
+def oneshot_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
+    """One-shot all-reduce: α₁ + (N−1)·S/β₁. Each GPU reads every peer's whole buffer in one
+    step and reduces it locally, so it moves N−1 times the message but pays one latency: the
+    custom kernels engines run at small sizes (TensorRT-LLM's ONESHOT strategy, SGLang's and
+    vLLM's custom all-reduce; Lamport-synchronised in TensorRT-LLM)."""
+    return alpha + (n - 1) * size / beta
+
+
 @law(TIME, n=DIMENSIONLESS, size=INFORMATION, alpha=TIME, alpha_peer=TIME, beta=BANDWIDTH)
 def all_to_all(
     n: sp.Expr,
@@ -440,37 +449,42 @@ def all_to_all(
     return alpha + (n - 1) * reach * alpha_peer + (n - 1) / n * size / beta
 
 
-@law(TIME, n=DIMENSIONLESS, size=INFORMATION, alpha=TIME, beta=BANDWIDTH)
+@law(TIME, n=DIMENSIONLESS, size=INFORMATION, alpha=TIME, beta=BANDWIDTH,
+     switch_alpha=TIME, oneshot_alpha=TIME, oneshot_beta=BANDWIDTH)  # fmt: skip
 def cheapest_allreduce(
     n: sp.Expr,
     size: sp.Expr,
     alpha: sp.Expr,
     beta: sp.Expr,
     switch_alpha: sp.Expr | None = None,
+    oneshot_alpha: sp.Expr | None = None,
+    oneshot_beta: sp.Expr | None = None,
 ) -> sp.Expr:
-    """The cheapest of ring, tree and (where the switch reduces, ``switch_alpha`` given)
-    in-switch all-reduce, as NCCL's tuner picks."""
+    """The cheapest of ring, tree, (where the switch reduces, ``switch_alpha`` given)
+    in-switch and (where the domain states its kernel, ``oneshot_alpha`` and ``oneshot_beta``
+    given) one-shot all-reduce, as an engine's strategy table or NCCL's tuner picks."""
     options = [ring_allreduce(n, size, alpha, beta), tree_allreduce(n, size, alpha, beta)]
     if switch_alpha is not None:
         options.append(switch_allreduce(n, size, switch_alpha, beta))
+    if oneshot_alpha is not None and oneshot_beta is not None:
+        options.append(oneshot_allreduce(n, size, oneshot_alpha, oneshot_beta))
     return sp.Min(*options, evaluate=False)
 
 
-@law(TIME, n=DIMENSIONLESS, size=INFORMATION, domain=DIMENSIONLESS, alpha=TIME,
-     beta=BANDWIDTH, net_alpha=TIME, nic_beta=BANDWIDTH)  # fmt: skip
+@law(TIME, n=DIMENSIONLESS, size=INFORMATION, domain=DIMENSIONLESS, within=TIME,
+     net_alpha=TIME, nic_beta=BANDWIDTH)  # fmt: skip
 def hierarchical_allreduce(
     n: sp.Expr,
     size: sp.Expr,
     domain: sp.Expr,
-    alpha: sp.Expr,
-    beta: sp.Expr,
-    switch_alpha: sp.Expr | None,
+    within: sp.Expr,
     net_alpha: sp.Expr,
     nic_beta: sp.Expr,
 ) -> sp.Expr:
-    """All-reduce over N > D GPUs in ⌈N/D⌉ domains: reduce inside each domain, then all-reduce
-    the 1/D shard each GPU owns across domains (cheaper of ring and tree), each GPU over its
-    own NIC at ``nic_beta`` (already divided by the fabric's oversubscription)."""
+    """All-reduce over N > D GPUs in ⌈N/D⌉ domains: reduce inside each domain (``within``, the
+    time of that all-reduce of S bytes over D GPUs), then all-reduce the 1/D shard each GPU owns
+    across domains (cheaper of ring and tree), each GPU over its own NIC at ``nic_beta``
+    (already divided by the fabric's oversubscription)."""
     d = sp.ceiling(n / domain)
     piece = size / domain
     across = sp.Min(
@@ -478,7 +492,7 @@ def hierarchical_allreduce(
         tree_allreduce(d, piece, net_alpha, nic_beta),
         evaluate=False,
     )
-    return cheapest_allreduce(domain, size, alpha, beta, switch_alpha) + across
+    return within + across
 
 
 @law(TIME, n=DIMENSIONLESS, size=INFORMATION, inside=DIMENSIONLESS, alpha=TIME,

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from stepwall.core.errors import SpecError
 from stepwall.core.symbols import Parameter
 
 
@@ -55,6 +56,20 @@ class Scenario:
         if name in sections:
             return SectionView(sections[name], name, object.__getattribute__(self, "reads"))
         raise AttributeError(name)
+
+    def stated_pair(self, section: str, first: str, second: str, what: str,
+                    example: str) -> bool:  # fmt: skip
+        """Whether ``section`` states both fields of a pair that only works together (a law's
+        latency and bandwidth): True for both, False for neither, one without the other an
+        error naming the missing key (``what`` says what the pair is, ``example`` shows it)."""
+        view = self.section(section)
+        given = (getattr(view, first) is not None, getattr(view, second) is not None)
+        if given[0] == given[1]:
+            return given[0]
+        missing = second if given[0] else first
+        raise SpecError(self.origin, f"{section}.{missing}",
+                        f"missing: {what} states both {first} and {second}",
+                        example)  # fmt: skip
 
     def parameter(self, path: str) -> Parameter | None:
         """The Parameter of a spec path in this scenario, or None."""

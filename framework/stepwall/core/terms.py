@@ -109,6 +109,8 @@ WEIGHT_ONLY = ("wna16",)
 OP_PRECISIONS = PRECISIONS + WEIGHT_ONLY  # what an op's GEMMs may be stated to run as
 # GPU architecture families an engine's kernel paths are stated for (`KernelPath`)
 FAMILIES = ("hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4")
+# scale-up fabrics (``cluster.scale_up`` kinds) an engine's own collective laws are stated for
+SCALE_UP_KINDS = ("nvlink", "pcie", "infinity-fabric")
 RAMPS = ("rows", "expert_rows", "context")  # what an op kind's compute ramp is in
 # the term that sends a prompt's KV cache to a decode pool (`Step.kv_transfer`): the
 # composer reports its time apart (``kv_transfer_s``) for a disaggregated deployment's TTFT
@@ -387,7 +389,10 @@ class Engine:
     in decode iterations (``prefill_schedule`` ``mixed``) or run in iterations of their own that
     stall decode (``interleaved``); how often its scheduler polls for new requests
     (``recv_interval`` decode iterations) and how many iterations it launches ahead of the GPU
-    (``schedules_ahead``)."""
+    (``schedules_ahead``); an all-reduce law of its own inside a scale-up domain of the
+    cluster's fabric where it states one (``allreduce``: (α, β) of α + 2(N−1)/N·S/β,
+    replacing the domain's algorithms; the seed's estimator priced NVLink all-reduces so,
+    BRIEF S11)."""
 
     layer_kernels: sp.Expr = sp.S.Zero
     floor_factor: sp.Expr = sp.S.One
@@ -423,6 +428,7 @@ class Engine:
     prefill_schedule: str = "mixed"
     recv_interval: int = 1  # decode iterations between the scheduler's polls for new requests
     schedules_ahead: int = 0  # iterations the scheduler launches ahead of the GPU (overlap: 1)
+    allreduce: tuple[sp.Expr, sp.Expr] | None = None  # its own (α, β) inside a domain, if any
 
 
 @attrs.frozen

@@ -540,7 +540,10 @@ def _cost(
     )
     comm = need(
         registry.call_owner(
-            "stepwall_collective_terms", scenario, collectives=workload.collectives
+            "stepwall_collective_terms",
+            scenario,
+            collectives=workload.collectives,
+            engine=engine,
         ),
         "stepwall_collective_terms",
         "cluster.scale_up",

@@ -115,10 +115,11 @@ def stepwall_compute_terms(
 
 @hookspec(firstresult=True)
 def stepwall_collective_terms(
-    scenario: Scenario, collectives: tuple[Collective, ...]
+    scenario: Scenario, collectives: tuple[Collective, ...], engine: Engine
 ) -> list[Term] | None:
-    """Turn collectives into time on the cluster's networks; collectives whose group spans
-    domains go hierarchical. Called on the owner of the ``cluster.scale_up`` kind."""
+    """Turn collectives into time on the cluster's networks (an all-reduce as the engine's own
+    law where it states one, `Engine.allreduce`); collectives whose group spans domains go
+    hierarchical. Called on the owner of the ``cluster.scale_up`` kind."""
 
 
 @hookspec(firstresult=True)

@@ -43,6 +43,7 @@ from stepwall.core.terms import (
     FAMILIES,
     OP_PRECISIONS,
     PRECISIONS,
+    SCALE_UP_KINDS,
     Constraint,
     Decoding,
     Engine,
@@ -290,12 +291,31 @@ class KernelPathSpec:
     )
 
 
+@attrs.frozen
+class CollectivePathSpec:
+    allreduce_latency: float = quantity(
+        "time",
+        "fixed latency of the engine's own all-reduce law inside a scale-up domain of this "
+        "fabric, α + 2(N−1)/N·S/β, which replaces the cluster's calibrated algorithms",
+        latex=r"\alpha_{eng}",
+        minimum=0.0,
+        inclusive=True,
+    )
+    allreduce_bandwidth: float = quantity(
+        "bandwidth", "bus bandwidth of the engine's own all-reduce law", latex=r"\beta_{eng}"
+    )
+
+
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     paths = [KindSpec(f"engine.{f}.{p}", "kernel_path", KernelPathSpec, f"how the engine runs "
                       f"{p} ops on {f} GPUs (hardware.family)") for f in FAMILIES
              for p in PRECISIONS]  # fmt: skip
-    return [KindSpec("engine", "engine", EngineSpec, "a serving engine's profile", True), *paths]
+    fabrics = [KindSpec(f"engine.{k}", "collective_path", CollectivePathSpec, "the engine's own "
+                        f"all-reduce law on a {k} domain (cluster.scale_up.kind)")
+               for k in SCALE_UP_KINDS]  # fmt: skip
+    return [KindSpec("engine", "engine", EngineSpec, "a serving engine's profile", True), *paths,
+            *fabrics]  # fmt: skip
 
 
 def kernel_paths(scenario: Scenario) -> tuple[KernelPath, ...]:
@@ -344,7 +364,18 @@ def stepwall_engine(scenario: Scenario) -> Engine:
         prefill_schedule=spec.prefill_schedule,
         recv_interval=int(spec.recv_interval),
         schedules_ahead=int(spec.schedules_ahead),
+        allreduce=own_allreduce(scenario),
     )
+
+
+def own_allreduce(scenario: Scenario) -> tuple[Any, Any] | None:
+    """The engine's own all-reduce law (α, β) on the cluster's fabric, where its profile states
+    one (``[engine] FABRIC``), else None."""
+    at = f"engine.{scenario.kinds.get('cluster.scale_up', '')}"
+    if at not in scenario.sections:
+        return None
+    return (scenario.parameter(f"{at}.allreduce_latency"),
+            scenario.parameter(f"{at}.allreduce_bandwidth"))  # fmt: skip
 
 
 @hookimpl

@@ -22,14 +22,25 @@ from stepwall.core.laws import (
     hierarchical_all_to_all,
     hierarchical_allreduce,
     point_to_point,
+    switch_allreduce,
 )
 from stepwall.core.primitives import Primitive
 from stepwall.core.scenario import Scenario
-from stepwall.core.terms import Collective, Constraint, Decoding, Layout, Term, Workload
+from stepwall.core.terms import (
+    SCALE_UP_KINDS,
+    Collective,
+    Constraint,
+    Decoding,
+    Engine,
+    Layout,
+    Term,
+    Workload,
+)
 from stepwall.core.units import DIMENSIONLESS, INFORMATION
 from stepwall.plugin.hookspecs import hookimpl
 
 PLUGIN = "interconnect"
+NO_ENGINE = Engine()  # a primitive's law: the domain's own algorithms, no engine's override
 
 
 def _time(doc: str, latex: str) -> Any:
@@ -54,6 +65,46 @@ class ScaleUp:
     a2a_latency: float = _time("fixed latency of one all-to-all call", r"\alpha_{a2a}")
     a2a_peer_latency: float = _time("added all-to-all latency per peer", r"\alpha_{peer}")
     in_switch_reduce: bool = flag("the switch reduces in-network (NVLS / SHARP)")
+    oneshot_latency: float | None = quantity(
+        "time",
+        "fixed latency of a one-shot all-reduce, the custom kernel engines run at small sizes "
+        "(each GPU reads every peer's buffer and reduces locally; default: no such kernel)",
+        latex=r"\alpha_{1}",
+        minimum=0.0,
+        inclusive=True,
+        default=None,
+    )
+    oneshot_bandwidth: float | None = quantity(
+        "bandwidth",
+        "rate at which a one-shot all-reduce reads its N−1 peers' buffers into each GPU",
+        latex=r"\beta_{1}",
+        default=None,
+    )
+
+
+def domain_allreduce(scenario: Scenario, engine: Engine, n: Any, size: Any) -> Any:
+    """An all-reduce of ``size`` bytes per GPU over ``n`` GPUs of one domain: the engine's own
+    law where it states one (`Engine.allreduce`), else the cheapest of the domain's
+    algorithms, its one-shot kernel among them where stated."""
+    if engine.allreduce is not None:
+        return switch_allreduce(n, size, *engine.allreduce)
+    up = scenario.params.cluster.scale_up
+    switch = up.switch_latency if scenario.section("cluster.scale_up").in_switch_reduce else None
+    return cheapest_allreduce(n, size, up.hop_latency, up.bus_bandwidth, switch,
+                              *oneshot(scenario))  # fmt: skip
+
+
+def oneshot(scenario: Scenario) -> tuple[Any, Any]:
+    """The domain's one-shot all-reduce kernel (α₁, β₁) where its spec states both, else
+    (None, None): the law then picks among ring, tree and in-switch alone. One without the
+    other is an error."""
+    if not scenario.stated_pair("cluster.scale_up", "oneshot_latency", "oneshot_bandwidth",
+                                "a one-shot all-reduce kernel",
+                                'both, e.g. oneshot_latency = "5 us", oneshot_bandwidth = '
+                                '"530 GB/s"'):  # fmt: skip
+        return None, None
+    up = scenario.params.cluster.scale_up
+    return up.oneshot_latency, up.oneshot_bandwidth
 
 
 @attrs.frozen
@@ -107,12 +158,11 @@ def stepwall_spec_kinds() -> list[KindSpec]:
 
 @hookimpl
 def stepwall_collective_terms(
-    scenario: Scenario, collectives: tuple[Collective, ...]
+    scenario: Scenario, collectives: tuple[Collective, ...], engine: Engine
 ) -> list[Term]:
     up = scenario.params.cluster.scale_up
     has_out = scenario.kinds.get("cluster.scale_out", "none") == "infiniband"
     net = scenario.params.cluster.scale_out if has_out else None
-    switch = up.switch_latency if scenario.section("cluster.scale_up").in_switch_reduce else None
     nic = net.nic_bandwidth / net.oversubscription if net is not None else None
     terms = []
     for c in collectives:
@@ -126,7 +176,7 @@ def stepwall_collective_terms(
         # ranks of the group inside one domain: as stated by the layout, else as many as fit
         inside = c.inside if c.inside != 0 else sp.Min(c.group, up.domain_size, evaluate=False)
         if c.op == "all_reduce":
-            within = cheapest_allreduce(c.group, c.size, up.hop_latency, up.bus_bandwidth, switch)
+            within = domain_allreduce(scenario, engine, c.group, c.size)
         else:
             within = all_to_all(
                 c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth, c.reach
@@ -135,10 +185,9 @@ def stepwall_collective_terms(
             per_call = sp.Piecewise((0, c.group <= 1), (within, True))
         else:
             if c.op == "all_reduce":
-                spans = hierarchical_allreduce(
-                    c.group, c.size, up.domain_size, up.hop_latency, up.bus_bandwidth, switch,
-                    net.latency, nic,
-                )  # fmt: skip
+                whole = domain_allreduce(scenario, engine, up.domain_size, c.size)
+                spans = hierarchical_allreduce(c.group, c.size, up.domain_size, whole,
+                                               net.latency, nic)  # fmt: skip
             else:
                 spans = hierarchical_all_to_all(
                     c.group, c.size, inside, up.a2a_latency, up.a2a_peer_latency,
@@ -155,7 +204,7 @@ def stepwall_constraints(
 ) -> list[Constraint]:
     """A domain lies inside the cluster and holds whole nodes; without a scale-out network no
     collective may span more than one domain."""
-    if scenario.kinds["cluster.scale_up"] not in ("nvlink", "pcie", "infinity-fabric"):
+    if scenario.kinds["cluster.scale_up"] not in SCALE_UP_KINDS:
         return []
     up, cl = scenario.params.cluster.scale_up, scenario.params.cluster
     out = [
@@ -196,10 +245,9 @@ def stepwall_constraints(
 
 def _allreduce(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
     """An all-reduce of ``bytes`` per GPU over ``gpus`` GPUs of one domain: the cheapest of
-    ring, tree and in-switch, as the model prices ``comm.tp_allreduce``."""
-    up = scenario.params.cluster.scale_up
-    switch = up.switch_latency if scenario.section("cluster.scale_up").in_switch_reduce else None
-    return cheapest_allreduce(x["gpus"], x["bytes"], up.hop_latency, up.bus_bandwidth, switch)
+    ring, tree, in-switch and one-shot, as the model prices ``comm.tp_allreduce`` for an
+    engine that states no law of its own."""
+    return domain_allreduce(scenario, NO_ENGINE, x["gpus"], x["bytes"])
 
 
 def _alltoall(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
@@ -225,7 +273,8 @@ def stepwall_primitives() -> list[Primitive]:
     return [
         Primitive("all_reduce", "cluster.scale_up", "an all-reduce inside one scale-up domain "
                   "(nccl-tests, custom one-shot kernels)", sizes, {},
-                  ("hop_latency", "switch_latency", "bus_bandwidth"), _allreduce, PLUGIN,
+                  ("hop_latency", "switch_latency", "bus_bandwidth", "oneshot_latency",
+                   "oneshot_bandwidth"), _allreduce, PLUGIN,
                   _within_domain),
         Primitive("all_to_all", "cluster.scale_up", "expert dispatch or combine inside one "
                   "domain (DeepEP, TensorRT-LLM all-to-all): bytes sent per GPU", sizes, {},
