@@ -1,10 +1,13 @@
-"""Interconnects: a scale-up domain (``nvlink``, ``pcie`` or ``infinity-fabric``) and a
-scale-out network (``infiniband`` or ``none``). Collectives inside a domain pick the cheapest
-algorithm, as NCCL's tuner would; a group that spans domains goes hierarchical (intra-domain,
-then across). Placement decides what spans: a collective states how many of its ranks share a
-domain (an EP group of TP-8 ranks on 8-GPU nodes has one per node), and the bytes bound for
-the others leave over the NIC. A point-to-point send (a prompt's KV cache to a decode pool)
-crosses the scale-out network. The α-β laws are in `stepwall.core.laws`.
+"""Interconnects: a scale-up domain (``nvlink``, ``pcie`` or ``infinity-fabric``) and a scale-out
+network (``infiniband`` or ``none``). Collectives inside a domain pick the cheapest algorithm,
+as an engine's strategy table and NCCL's tuner would: an all-reduce among ring, tree, in-switch
+and, where the domain states it, the one-shot custom kernel engines run at small sizes, unless
+the engine states its own law for the fabric (the seed's estimator); a group that spans domains
+goes hierarchical (intra-domain, then across). Placement decides what spans: a collective
+states how many of its ranks share a domain (an EP group of TP-8 ranks on 8-GPU nodes has one
+per node), and the bytes bound for the others leave over the NIC. A point-to-point send (a
+prompt's KV cache to a decode pool) crosses the scale-out network. The α-β laws are in
+`stepwall.core.laws`.
 """
 
 from __future__ import annotations
