@@ -61,7 +61,7 @@ class ScaleUp:
         latex=r"\beta_{bus}",
     )
     link_bandwidth: float = quantity(
-        "bandwidth", "per-GPU one-direction bandwidth for all-to-all", latex=r"\beta_{link}"
+        "bandwidth", "per-GPU one-direction link bandwidth (peak)", latex=r"\beta_{link}"
     )
     hop_latency: float = _time("latency per ring/tree step", r"\alpha_{hop}")
     switch_latency: float = _time("latency of an in-switch (NVLS) all-reduce", r"\alpha_{nvls}")
@@ -81,6 +81,13 @@ class ScaleUp:
         "bandwidth",
         "rate at which a one-shot all-reduce reads its N−1 peers' buffers into each GPU",
         latex=r"\beta_{1}",
+        default=None,
+    )
+    a2a_bandwidth: float | None = quantity(
+        "bandwidth",
+        "rate at which the expert dispatch and combine kernels move a GPU's off-GPU bytes "
+        "inside the domain (default: link_bandwidth)",
+        latex=r"\beta_{a2a}",
         default=None,
     )
 
@@ -108,6 +115,14 @@ def oneshot(scenario: Scenario) -> tuple[Any, Any]:
         return None, None
     up = scenario.params.cluster.scale_up
     return up.oneshot_latency, up.oneshot_bandwidth
+
+
+def a2a_rate(scenario: Scenario) -> Any:
+    """The rate of the domain's dispatch and combine kernels: ``a2a_bandwidth`` where the spec
+    states it (fitted to the kernels' tables), else the link's peak."""
+    up = scenario.params.cluster.scale_up
+    stated = scenario.section("cluster.scale_up").a2a_bandwidth is not None
+    return up.a2a_bandwidth if stated else up.link_bandwidth
 
 
 @attrs.frozen
@@ -182,7 +197,7 @@ def stepwall_collective_terms(
             within = domain_allreduce(scenario, engine, c.group, c.size)
         else:
             within = all_to_all(
-                c.group, c.size, up.a2a_latency, up.a2a_peer_latency, up.link_bandwidth, c.reach
+                c.group, c.size, up.a2a_latency, up.a2a_peer_latency, a2a_rate(scenario), c.reach
             )
         if net is None:  # one domain only; stepwall_constraints keeps the group inside it
             per_call = sp.Piecewise((0, c.group <= 1), (within, True))
@@ -194,7 +209,7 @@ def stepwall_collective_terms(
             else:
                 spans = hierarchical_all_to_all(
                     c.group, c.size, inside, up.a2a_latency, up.a2a_peer_latency,
-                    up.link_bandwidth, net.latency, nic, c.reach, c.across,
+                    a2a_rate(scenario), net.latency, nic, c.reach, c.across,
                 )  # fmt: skip
             per_call = sp.Piecewise((0, c.group <= 1), (within, c.group <= inside), (spans, True))
         terms.append(Term(c.name, c.count * per_call, PLUGIN, c.why, "comm", c.overlap))
@@ -258,7 +273,7 @@ def _alltoall(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, st
     GPUs of one domain, as the model prices ``comm.ep_dispatch``."""
     up = scenario.params.cluster.scale_up
     return all_to_all(x["gpus"], x["bytes"], up.a2a_latency, up.a2a_peer_latency,
-                      up.link_bandwidth)  # fmt: skip
+                      a2a_rate(scenario))  # fmt: skip
 
 
 def _within_domain(scenario: Scenario, x: Mapping[str, float]) -> tuple[str, str, str] | None:
@@ -281,6 +296,6 @@ def stepwall_primitives() -> list[Primitive]:
                   _within_domain),
         Primitive("all_to_all", "cluster.scale_up", "expert dispatch or combine inside one "
                   "domain (DeepEP, TensorRT-LLM all-to-all): bytes sent per GPU", sizes, {},
-                  ("a2a_latency", "a2a_peer_latency", "link_bandwidth"), _alltoall, PLUGIN,
-                  _within_domain),
+                  ("a2a_latency", "a2a_peer_latency", "a2a_bandwidth", "link_bandwidth"),
+                  _alltoall, PLUGIN, _within_domain),
     ]  # fmt: skip
