@@ -57,15 +57,15 @@ def _low_latency(repo: Path, dir_: str, gpus: int, path: str = LL) -> list[list[
     for r in _table(repo, f"{dir_}/{path}"):
         if r["num_experts"] < MIN_EXPERTS or (path == LL_NODES) != (r["node_num"] > 1):
             continue
-        gpus = 8 * r["node_num"] if path == LL_NODES else gpus
+        n = 8 * r["node_num"] if path == LL_NODES else gpus
         h, k, t = r["hidden_size"], r["num_topk"], r["num_token"]
         shape = f"hidden {h}, {r['num_experts']} experts, top-{k}, {t} tokens per rank"
         for op, per_pick, time in (("dispatch FP8", h + h // 32 + 16, r["dispatch_avg_t_us"]),
                                    ("combine BF16", 2 * h, r["combine_avg_t_us"])):  # fmt: skip
             src = (f"aiconfigurator perf DB ({COMMIT}) SGLang {version} DeepEP low-latency "
-                   f"{op}, {gpus} GPUs, {shape}; bytes = tokens x top-k x {per_pick} B "
+                   f"{op}, {n} GPUs, {shape}; bytes = tokens x top-k x {per_pick} B "
                    f"{URL}/{dir_}/{path}")  # fmt: skip
-            out.append(["all_to_all", t * k * per_pick, gpus, round(time, 3), src])
+            out.append(["all_to_all", t * k * per_pick, n, round(time, 3), src])
     return out
 
 
