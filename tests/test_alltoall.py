@@ -58,12 +58,13 @@ def test_the_primitive_is_the_model_law(cluster: str) -> None:
         assert law == pytest.approx(want, rel=1e-9)
 
 
-def _dispatch(m: StepModel) -> tuple[float, float, float, float]:
-    """(seconds per dispatch call, bytes per GPU, GPUs, share of peers messaged)."""
-    c = next(c for c in m.workload.collectives if c.name == "comm.ep_dispatch")
+def _dispatch(m: StepModel, name: str = "comm.ep_dispatch") -> tuple[float, float, float, float]:
+    """(seconds per call, bytes per GPU, GPUs, share of peers messaged) of one of the model's
+    collectives, the dispatch by default."""
+    c = next(c for c in m.workload.collectives if c.name == name)
     count, size, group, reach = (float(m.substituted(x))
                                  for x in (c.count, c.size, c.group, c.reach))  # fmt: skip
-    return float(m.evaluate()["terms"]["comm.ep_dispatch"]) / count, size, group, reach
+    return float(m.evaluate()["terms"][name]) / count, size, group, reach
 
 
 def _dep8(cluster: str, hardware: str, *sets: str) -> StepModel:
@@ -128,3 +129,35 @@ def test_the_law_across_nodes_predicts_a_table_it_was_not_fitted_to() -> None:
             rel.append(law / (float(row["time [us]"]) * 1e-6) - 1)
     assert len(rel) == 156
     assert math.sqrt(sum(r * r for r in rel) / len(rel)) < 0.25
+
+
+@pytest.mark.parametrize(("nodes", "ep"), [(1, 8), (2, 16)])
+def test_a_gathering_dispatcher_is_a_ring_all_gather_and_reduce_scatter(
+    nodes: int, ep: int
+) -> None:
+    """TensorRT-LLM's CUTLASS backend under attention DP (2025 releases): every rank
+    all-gathers all ranks' tokens (ep copies of its own, the gathered buffer) and
+    reduce-scatters the outputs, each a ring, (N−1)·α + (N−1)/N·S/β: over NVLink at the
+    domain's hop latency and bus bandwidth, across nodes at the network's latency and the
+    NIC's rate."""
+    m = build_model("model=deepseek-r1-fp4,hardware=b200,cluster=hgx-b200-ib,engine=trtllm",
+                    ['workload.kind="decode"', "workload.context=2048", f"parallel.ep={ep}",
+                     f"workload.concurrency={64 * ep}", f"cluster.nodes={nodes}",
+                     'engine.dispatcher="gather"'])  # fmt: skip
+    assert m.scenario.sections["engine"].dispatcher == "gather"
+    doc: dict[str, Any] = tomllib.loads((ROOT / "specs/clusters/hgx-b200-ib.toml").read_text())
+    up = _up("hgx-b200-ib")
+    if nodes == 1:
+        alpha, beta = up["hop_latency"], up["bus_bandwidth"]
+    else:
+        alpha = parse_quantity(doc["scale_out"]["latency"])[0]
+        beta = parse_quantity(doc["scale_out"]["nic_bandwidth"])[0]
+    tokens = 64  # users per attention rank, one token each
+    model: dict[str, Any] = tomllib.loads((ROOT / "specs/models/deepseek-r1-fp4.toml").read_text())
+    hidden = model["hidden"]
+    exchanges = (("comm.ep_dispatch", "dispatch_bits"), ("comm.ep_combine", "activation_bits"))
+    for name, bits in exchanges:
+        per_call, size, n, _ = _dispatch(m, name)
+        assert n == ep
+        assert size == pytest.approx(ep * tokens * hidden * parse_quantity(model[bits])[0])
+        assert per_call == pytest.approx((n - 1) * alpha + (n - 1) / n * size / beta, rel=1e-9)

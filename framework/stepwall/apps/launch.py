@@ -246,8 +246,9 @@ def _sglang(d: Deployment, version: str) -> Launch:
     args: list[tuple[str, Any]] = [("--model-path", "MODEL"), ("--tp-size", d.tp * d.ep)]
     if d.ep > 1:
         args += [("--dp-size", d.ep), ("--enable-dp-attention", True), ("--ep-size", d.ep)]
-        mode = {"per_expert": "low_latency", "per_rank": "normal"}.get(d.dispatcher, "auto")
-        args += [("--moe-a2a-backend", "deepep"), ("--deepep-mode", mode)]
+        if d.dispatcher != "gather":  # SGLang's DP attention gathers without DeepEP
+            mode = {"per_expert": "low_latency", "per_rank": "normal"}.get(d.dispatcher, "auto")
+            args += [("--moe-a2a-backend", "deepep"), ("--deepep-mode", mode)]
     if d.pp > 1:
         args.append(("--pp-size", d.pp))
     if d.cp > 1:
@@ -283,7 +284,8 @@ def _vllm(d: Deployment, version: str) -> Launch:
     args: list[tuple[str, Any]] = []
     if d.ep > 1:
         args += [("--data-parallel-size", d.ep), ("--enable-expert-parallel", True)]
-        backend = {"per_expert": "deepep_low_latency", "per_rank": "deepep_high_throughput"}
+        backend = {"per_expert": "deepep_low_latency", "per_rank": "deepep_high_throughput",
+                   "gather": "allgather_reducescatter"}  # fmt: skip
         if d.dispatcher in backend:
             args.append(("--all2all-backend", backend[d.dispatcher]))
     else:

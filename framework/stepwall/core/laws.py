@@ -415,6 +415,14 @@ def ring_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> 
 
 
 @law(TIME, n=DIMENSIONLESS, size=INFORMATION, alpha=TIME, beta=BANDWIDTH)
+def ring_allgather(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
+    """Ring all-gather or reduce-scatter of S bytes per GPU (the gathered buffer, or the one
+    reduced): (N−1)·α + (N−1)/N · S/β, half a ring all-reduce (nccl-tests' bus bandwidth
+    convention)."""
+    return (n - 1) * alpha + (n - 1) / n * size / beta
+
+
+@law(TIME, n=DIMENSIONLESS, size=INFORMATION, alpha=TIME, beta=BANDWIDTH)
 def tree_allreduce(n: sp.Expr, size: sp.Expr, alpha: sp.Expr, beta: sp.Expr) -> sp.Expr:
     """Double-binary-tree all-reduce: 2·log2(N)·α + 2(N−1)/N · S/β."""
     return 2 * sp.log(n, 2) * alpha + 2 * (n - 1) / n * size / beta

@@ -217,18 +217,22 @@ class Op:
     )
 
 
+COLLECTIVE_OPS = ("all_reduce", "all_to_all", "all_gather", "reduce_scatter", "send")
+
+
 @attrs.frozen
 class Collective:
     """A collective a parallel layout needs each step.
 
-    ``op`` is all_reduce, all_to_all, or send (point to point: a prompt's KV cache to a decode
-    pool); ``group`` GPUs take part; ``size`` is the bytes each GPU contributes per call;
-    ``count`` calls per step. ``inside``: of the group, how many ranks share a scale-up domain
-    (placement: an EP group whose ranks are TP groups of a whole node has one rank per node);
-    0 means as many as the domain holds. An all-to-all may state ``reach``, the share of the
-    group's other ranks each GPU messages per call (1: all), and ``across``, the bytes each GPU
-    sends over the scale-out network per call (None: the share of ``size`` bound for other
-    domains; a dispatcher that sends once per destination node sends less).
+    ``op`` is all_reduce, all_to_all, all_gather, reduce_scatter, or send (point to point: a
+    prompt's KV cache to a decode pool); ``group`` GPUs take part; ``size`` is the bytes each
+    GPU contributes per call (an all-gather's or reduce-scatter's: the whole buffer gathered
+    or reduced); ``count`` calls per step. ``inside``: of the group, how many ranks share a
+    scale-up domain (placement: an EP group whose ranks are TP groups of a whole node has one
+    rank per node); 0 means as many as the domain holds. An all-to-all may state ``reach``,
+    the share of the group's other ranks each GPU messages per call (1: all), and ``across``,
+    the bytes each GPU sends over the scale-out network per call (None: the share of ``size``
+    bound for other domains; a dispatcher that sends once per destination node sends less).
     """
 
     name: str
@@ -261,7 +265,7 @@ class Collective:
 
     @op.validator
     def _known_op(self, attribute: attrs.Attribute[Any], value: str) -> None:
-        if value not in ("all_reduce", "all_to_all", "send"):
+        if value not in COLLECTIVE_OPS:
             raise ValueError(f"collective {self.name}: unknown op {value!r}")
 
 

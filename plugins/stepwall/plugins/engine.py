@@ -224,10 +224,12 @@ class EngineSpec:
     )
 
     dispatcher: str = choice(
-        ("per_expert", "per_rank", "auto"),
+        ("per_expert", "per_rank", "auto", "gather"),
         "how expert dispatch and combine send a token: once per chosen expert (low-latency "
-        "kernels), once per destination rank and node (normal / high-throughput kernels), or "
-        "auto: per rank for prefill, per expert for decode (SGLang's DeepEP auto mode)",
+        "kernels), once per destination rank and node (normal / high-throughput kernels), "
+        "auto: per rank for prefill, per expert for decode (SGLang's DeepEP auto mode), or "
+        "gather: every attention-DP rank all-gathers all ranks' tokens and reduce-scatters "
+        "the experts' outputs (TensorRT-LLM's CUTLASS MoE backend in its 2025 releases)",
         default="per_expert",
     )
     memory_of_free: bool = flag(

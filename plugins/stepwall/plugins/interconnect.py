@@ -5,8 +5,9 @@ and, where the domain states it, the one-shot custom kernel engines run at small
 the engine states its own law for the fabric (the seed's estimator); a group that spans domains
 goes hierarchical (intra-domain, then across). Placement decides what spans: a collective
 states how many of its ranks share a domain (an EP group of TP-8 ranks on 8-GPU nodes has one
-per node), and the bytes bound for the others leave over the NIC. A point-to-point send (a
-prompt's KV cache to a decode pool) crosses the scale-out network. The α-β laws are in
+per node), and the bytes bound for the others leave over the NIC. An all-gather or
+reduce-scatter (a gathering dispatcher's) runs as a ring. A point-to-point send (a prompt's KV
+cache to a decode pool) crosses the scale-out network. The α-β laws are in
 `stepwall.core.laws`.
 """
 
@@ -25,6 +26,7 @@ from stepwall.core.laws import (
     hierarchical_all_to_all,
     hierarchical_allreduce,
     point_to_point,
+    ring_allgather,
     switch_allreduce,
 )
 from stepwall.core.primitives import Primitive
@@ -193,8 +195,11 @@ def stepwall_collective_terms(
             continue
         # ranks of the group inside one domain: as stated by the layout, else as many as fit
         inside = c.inside if c.inside != 0 else sp.Min(c.group, up.domain_size, evaluate=False)
+        gathers = c.op in ("all_gather", "reduce_scatter")
         if c.op == "all_reduce":
             within = domain_allreduce(scenario, engine, c.group, c.size)
+        elif gathers:
+            within = ring_allgather(c.group, c.size, up.hop_latency, up.bus_bandwidth)
         else:
             within = all_to_all(
                 c.group, c.size, up.a2a_latency, up.a2a_peer_latency, a2a_rate(scenario), c.reach
@@ -206,6 +211,8 @@ def stepwall_collective_terms(
                 whole = domain_allreduce(scenario, engine, up.domain_size, c.size)
                 spans = hierarchical_allreduce(c.group, c.size, up.domain_size, whole,
                                                net.latency, nic)  # fmt: skip
+            elif gathers:  # a ring over all the ranks, each step as slow as a NIC
+                spans = ring_allgather(c.group, c.size, net.latency, nic)
             else:
                 spans = hierarchical_all_to_all(
                     c.group, c.size, inside, up.a2a_latency, up.a2a_peer_latency,

@@ -125,11 +125,12 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     combine_lane = "tbo.attention/comm" if p.tbo else ""
     dispatch_lane = ("shared/comm" if shared_lane.startswith("shared")
                      else "tbo.experts/comm" if p.tbo else "")  # fmt: skip
+    there, back = _exchange_ops(p)
     p.collectives += [
-        Collective("comm.ep_dispatch", "all_to_all", ep, sent * m.dispatch_bits,
+        Collective("comm.ep_dispatch", there, ep, sent * m.dispatch_bits,
                    batches * n_moe, PLUGIN, f"tokens sent to their experts' ranks, {how}",
                    dispatch_lane, per_domain, reach, nic and nic * m.dispatch_bits),
-        Collective("comm.ep_combine", "all_to_all", ep, sent * m.activation_bits,
+        Collective("comm.ep_combine", back, ep, sent * m.activation_bits,
                    batches * n_moe, PLUGIN,
                    f"expert outputs returned to their tokens' ranks, {how}", combine_lane,
                    per_domain, reach, nic and nic * m.activation_bits),
@@ -150,9 +151,11 @@ def _dispatch(p: Pass, per_domain: sp.Expr) -> tuple[sp.Expr, sp.Expr | None, st
     to (None: one message per copy, as placement splits them), and how, in words. Per expert
     (DeepEP low-latency kernels): k copies. Per rank (DeepEP normal kernels): one per distinct
     destination rank, and one per distinct remote node over RDMA (deepseek-ai/DeepEP
-    docs/legacy.md @ 0297fc80)."""
+    docs/legacy.md @ 0297fc80). Gathered: every rank's tokens to every rank, ep copies."""
     m, spec, ep = p.m, p.spec, p.layout.ep
     mode = p.engine.dispatcher
+    if mode == "gather":
+        return ep, None, "all ranks' tokens gathered to each (outputs reduce-scattered)"
     if mode == "per_expert" or (mode == "auto" and p.step.name == "decode"):
         return m.experts_per_token, None, "k copies (one per chosen expert)"
     k = spec.experts_per_token  # a whole number: the laws multiply over the k picks
@@ -160,6 +163,16 @@ def _dispatch(p: Pass, per_domain: sp.Expr) -> tuple[sp.Expr, sp.Expr | None, st
     reached = destination_nodes(m.n_experts, k, nodes, m.n_group, spec.topk_group)
     return (destination_ranks(m.n_experts, k, ep), (nodes - 1) / nodes * reached,
             "one copy per destination rank and per remote node")  # fmt: skip
+
+
+def _exchange_ops(p: Pass) -> tuple[str, str]:
+    """The collectives that carry dispatch and combine: all-to-alls, or under a gathering
+    dispatcher an all-gather of the tokens and a reduce-scatter of the experts' outputs
+    (TensorRT-LLM's CUTLASS MoE backend under attention DP in its 2025 releases:
+    CutlassFusedMoE allgathers before the fused MoE op and reducescatters after it)."""
+    if p.engine.dispatcher == "gather":
+        return "all_gather", "reduce_scatter"
+    return "all_to_all", "all_to_all"
 
 
 def _ranks_per_domain(scenario: Scenario, tp: sp.Expr, ep: sp.Expr) -> sp.Expr:
@@ -209,11 +222,12 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
     reach = rank_reach(m.n_experts, spec.experts_per_token, layout.ep, sent_tokens)
     sent = sent_tokens * copies * width
     nic = None if across is None else sent_tokens * across * width
+    there, back = _exchange_ops(p)
     p.collectives += [
-        Collective("draft.ep_dispatch", "all_to_all", layout.ep, sent * m.dispatch_bits,
+        Collective("draft.ep_dispatch", there, layout.ep, sent * m.dispatch_bits,
                    passes * layers, PLUGIN, f"{why}: tokens sent to their experts' ranks, "
                    f"{how}", "", per_domain, reach, nic and nic * m.dispatch_bits),
-        Collective("draft.ep_combine", "all_to_all", layout.ep, sent * m.activation_bits,
+        Collective("draft.ep_combine", back, layout.ep, sent * m.activation_bits,
                    passes * layers, PLUGIN, f"{why}: expert outputs returned, {how}", "",
                    per_domain, reach, nic and nic * m.activation_bits),
     ]  # fmt: skip
