@@ -87,8 +87,8 @@ def test_the_model_dispatches_at_the_fitted_rate(cluster: str, hardware: str) ->
 
 
 def test_a_cluster_without_a_fitted_rate_keeps_the_link_peak() -> None:
-    """hgx-h800-ib states no a2a_bandwidth (no table measures its kernels): its dispatch moves
-    at the link's peak."""
+    """hgx-h800-ib states no a2a_bandwidth (its link_bandwidth is itself the rate fitted to
+    DeepEP's H800 kernels): the law takes link_bandwidth."""
     up = _up("hgx-h800-ib")
     assert "a2a_bandwidth" not in up
     per_call, size, n, reach = _dispatch(_dep8("hgx-h800-ib", "h800"))
