@@ -24,6 +24,7 @@ copies included, the law keeping (N−1)/N of them off the GPU.
 from __future__ import annotations
 
 import csv
+import io
 import subprocess
 import sys
 from math import comb
@@ -46,9 +47,7 @@ MAX_TOKENS = 16384
 def _table(repo: Path, path: str) -> list[dict[str, object]]:
     blob = subprocess.run(["git", "-C", str(repo), "show", f"{COMMIT}:{DATA}/{path}"],
                           check=True, capture_output=True).stdout  # fmt: skip
-    tmp = Path("/tmp/aic_alltoall.parquet")
-    tmp.write_bytes(blob)
-    return pq.read_table(tmp).to_pylist()
+    return pq.read_table(io.BytesIO(blob)).to_pylist()
 
 
 def _low_latency(repo: Path, dir_: str, gpus: int, path: str = LL) -> list[list[object]]:

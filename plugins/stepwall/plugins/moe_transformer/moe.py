@@ -116,7 +116,7 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
                "moe", "latent MoE: each token projected to the experts' latent and back",
                2 * n_moe, spec.attention_math)  # fmt: skip
     per_domain = _ranks_per_domain(p.scenario, layout.tp, ep)
-    copies, across, how = _dispatch(p, per_domain)
+    copies, across, how, (there, back) = _dispatch(p, per_domain)
     # the busiest rank sends its tokens' copies (imbalance: it also receives the most)
     sent_tokens = layout.imbalance * tokens_rank / batches
     reach = rank_reach(m.n_experts, spec.experts_per_token, ep, sent_tokens)
@@ -125,7 +125,6 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     combine_lane = "tbo.attention/comm" if p.tbo else ""
     dispatch_lane = ("shared/comm" if shared_lane.startswith("shared")
                      else "tbo.experts/comm" if p.tbo else "")  # fmt: skip
-    there, back = _exchange_ops(p)
     p.collectives += [
         Collective("comm.ep_dispatch", there, ep, sent * m.dispatch_bits,
                    batches * n_moe, PLUGIN, f"tokens sent to their experts' ranks, {how}",
@@ -145,34 +144,29 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     return out
 
 
-def _dispatch(p: Pass, per_domain: sp.Expr) -> tuple[sp.Expr, sp.Expr | None, str]:
+def _dispatch(p: Pass, per_domain: sp.Expr) -> tuple[sp.Expr, sp.Expr | None, str, tuple[str, str]]:
     """Copies of a token the engine's dispatcher sends (its own rank's included: the
     all-to-all keeps that one off the wire), the remote nodes it crosses the scale-out network
-    to (None: one message per copy, as placement splits them), and how, in words. Per expert
-    (DeepEP low-latency kernels): k copies. Per rank (DeepEP normal kernels): one per distinct
-    destination rank, and one per distinct remote node over RDMA (deepseek-ai/DeepEP
-    docs/legacy.md @ 0297fc80). Gathered: every rank's tokens to every rank, ep copies."""
+    to (None: one message per copy, as placement splits them), how, in words, and the
+    collectives that carry dispatch and combine. Per expert (DeepEP low-latency kernels): k
+    copies. Per rank (DeepEP normal kernels): one per distinct destination rank, and one per
+    distinct remote node over RDMA (deepseek-ai/DeepEP docs/legacy.md @ 0297fc80); both by
+    all-to-alls. Gathered (TensorRT-LLM's CUTLASS MoE backend under attention DP in its 2025
+    releases: CutlassFusedMoE allgathers before the fused MoE op and reducescatters after):
+    every rank's tokens to every rank, ep copies, by an all-gather and a reduce-scatter."""
     m, spec, ep = p.m, p.spec, p.layout.ep
     mode = p.engine.dispatcher
+    a2a = ("all_to_all", "all_to_all")
     if mode == "gather":
-        return ep, None, "all ranks' tokens gathered to each (outputs reduce-scattered)"
+        return (ep, None, "all ranks' tokens gathered to each (outputs reduce-scattered)",
+                ("all_gather", "reduce_scatter"))  # fmt: skip
     if mode == "per_expert" or (mode == "auto" and p.step.name == "decode"):
-        return m.experts_per_token, None, "k copies (one per chosen expert)"
+        return m.experts_per_token, None, "k copies (one per chosen expert)", a2a
     k = spec.experts_per_token  # a whole number: the laws multiply over the k picks
     nodes = ep / per_domain  # scale-up domains the EP group spans
     reached = destination_nodes(m.n_experts, k, nodes, m.n_group, spec.topk_group)
     return (destination_ranks(m.n_experts, k, ep), (nodes - 1) / nodes * reached,
-            "one copy per destination rank and per remote node")  # fmt: skip
-
-
-def _exchange_ops(p: Pass) -> tuple[str, str]:
-    """The collectives that carry dispatch and combine: all-to-alls, or under a gathering
-    dispatcher an all-gather of the tokens and a reduce-scatter of the experts' outputs
-    (TensorRT-LLM's CUTLASS MoE backend under attention DP in its 2025 releases:
-    CutlassFusedMoE allgathers before the fused MoE op and reducescatters after it)."""
-    if p.engine.dispatcher == "gather":
-        return "all_gather", "reduce_scatter"
-    return "all_to_all", "all_to_all"
+            "one copy per destination rank and per remote node", a2a)  # fmt: skip
 
 
 def _ranks_per_domain(scenario: Scenario, tp: sp.Expr, ep: sp.Expr) -> sp.Expr:
@@ -217,12 +211,11 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
         op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math),
     ]  # fmt: skip
     per_domain = _ranks_per_domain(p.scenario, layout.tp, layout.ep)
-    copies, across, how = _dispatch(p, per_domain)  # as the target's layers send them
+    copies, across, how, (there, back) = _dispatch(p, per_domain)  # as the target's layers
     sent_tokens = layout.imbalance * users
     reach = rank_reach(m.n_experts, spec.experts_per_token, layout.ep, sent_tokens)
     sent = sent_tokens * copies * width
     nic = None if across is None else sent_tokens * across * width
-    there, back = _exchange_ops(p)
     p.collectives += [
         Collective("draft.ep_dispatch", there, layout.ep, sent * m.dispatch_bits,
                    passes * layers, PLUGIN, f"{why}: tokens sent to their experts' ranks, "
