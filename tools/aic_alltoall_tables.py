@@ -44,7 +44,7 @@ MIN_EXPERTS = 128
 MAX_TOKENS = 16384
 
 
-def _table(repo: Path, path: str) -> list[dict[str, object]]:
+def aic_table(repo: Path, path: str) -> list[dict[str, object]]:
     blob = subprocess.run(["git", "-C", str(repo), "show", f"{COMMIT}:{DATA}/{path}"],
                           check=True, capture_output=True).stdout  # fmt: skip
     return pq.read_table(io.BytesIO(blob)).to_pylist()
@@ -53,7 +53,7 @@ def _table(repo: Path, path: str) -> list[dict[str, object]]:
 def _low_latency(repo: Path, dir_: str, gpus: int, path: str = LL) -> list[list[object]]:
     out = []
     version = path.split("/")[2]
-    for r in _table(repo, f"{dir_}/{path}"):
+    for r in aic_table(repo, f"{dir_}/{path}"):
         if r["num_experts"] < MIN_EXPERTS or (path == LL_NODES) != (r["node_num"] > 1):
             continue
         n = 8 * r["node_num"] if path == LL_NODES else gpus
@@ -70,7 +70,7 @@ def _low_latency(repo: Path, dir_: str, gpus: int, path: str = LL) -> list[list[
 
 def _one_sided(repo: Path, dir_: str) -> list[list[object]]:
     out = []
-    for r in _table(repo, f"{dir_}/{TRT}"):
+    for r in aic_table(repo, f"{dir_}/{TRT}"):
         op = r["op_name"]
         if (r["kernel_source"] != "NVLinkOneSided" or op not in ("alltoall_dispatch",
                 "alltoall_combine") or r["num_tokens"] > MAX_TOKENS):  # fmt: skip
