@@ -109,6 +109,22 @@ def test_the_rate_can_be_set(capsys: Any) -> None:
     assert out == "" and err.count("\n") == 1 and "a2a_bandwidth" in err
 
 
+def test_a_kernel_rate_is_bounded_by_the_link_peak() -> None:
+    """A domain's fitted kernel rates are constraints against its link's peak: a rate just
+    above it is refused, one at it holds; a cluster that states no rate has no constraint."""
+    sc = "dsv3-h200-ep32-decode"
+    link = _up("hgx-h200-ib")["link_bandwidth"] / 1e9
+    names = {c.name for c in build_model(sc).constraints}
+    assert {"a2a_bandwidth_within_link", "oneshot_bandwidth_within_link"} <= names
+    for field in ("a2a_bandwidth", "oneshot_bandwidth"):
+        at = build_model(sc, [f"cluster.scale_up.{field}={link} GB/s"])
+        above = build_model(sc, [f"cluster.scale_up.{field}={link * 1.01} GB/s"])
+        assert f"{field}_within_link" not in {v.constraint.name for v in at.violations()}
+        assert f"{field}_within_link" in {v.constraint.name for v in above.violations()}
+    h800 = {c.name for c in _dep8("hgx-h800-ib", "h800").constraints}
+    assert "a2a_bandwidth_within_link" not in h800
+
+
 def test_the_law_across_nodes_predicts_a_table_it_was_not_fitted_to() -> None:
     """Held out: DeepEP's low-latency kernels across 2, 4 and 8 HGX H200 nodes (EP 16-64,
     h200-alltoall-nodes.csv, in no manifest). Each GPU's copies for the 8 GPUs of its node go

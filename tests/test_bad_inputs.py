@@ -39,6 +39,8 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     ("cluster.scale_up.oneshot_bandwidth=5us", REFUSE, "cluster.scale_up.oneshot_bandwidth"),
     ("cluster.scale_up.a2a_bandwidth=-5GB/s", REFUSE, "out of range"),
     ("cluster.scale_up.a2a_bandwidth=5us", REFUSE, "cluster.scale_up.a2a_bandwidth"),
+    ("cluster.scale_up.a2a_bandwidth=1TB/s", REFUSE, "> cluster.scale_up.link_bandwidth"),
+    ("cluster.scale_up.oneshot_bandwidth=1TB/s", REFUSE, "> cluster.scale_up.link_bandwidth"),
     ("engine.nvlink.allreduce_latency=-1us", REFUSE, "out of range"),
     ("engine.nvlink.allreduce_bandwidth=3 us", REFUSE, "engine.nvlink.allreduce_bandwidth"),
     ("parallel.tp=3", REFUSE, "3 does not divide model.n_heads = 64"),

@@ -81,14 +81,15 @@ class ScaleUp:
     )
     oneshot_bandwidth: float | None = quantity(
         "bandwidth",
-        "rate at which a one-shot all-reduce reads its N−1 peers' buffers into each GPU",
+        "rate at which a one-shot all-reduce reads its N−1 peers' buffers into each GPU "
+        "(at most link_bandwidth)",
         latex=r"\beta_{1}",
         default=None,
     )
     a2a_bandwidth: float | None = quantity(
         "bandwidth",
         "rate at which the expert dispatch and combine kernels move a GPU's off-GPU bytes "
-        "inside the domain (default: link_bandwidth)",
+        "inside the domain (at most link_bandwidth, its default)",
         latex=r"\beta_{a2a}",
         default=None,
     )
@@ -223,16 +224,37 @@ def stepwall_collective_terms(
     return terms
 
 
+# the rates a domain's kernels reach, each bounded by the peak of the links they cross:
+# a GPU's all-to-all bytes leave it, and a one-shot all-reduce's N−1 peer buffers enter it,
+# through its own links
+KERNEL_RATES = {
+    "a2a_bandwidth": "the expert dispatch and combine kernels move a GPU's bytes",
+    "oneshot_bandwidth": "a one-shot all-reduce reads its peers' buffers",
+}
+
+
+def _within_link(scenario: Scenario) -> list[Constraint]:
+    """Each kernel rate the domain states is at most its link bandwidth (`KERNEL_RATES`)."""
+    up, stated = scenario.params.cluster.scale_up, scenario.section("cluster.scale_up")
+    return [Constraint(f"{field}_within_link", getattr(up, field) <= up.link_bandwidth,
+                       f"{what} at most at the peak of its links",
+                       (f"cluster.scale_up.{field}", "cluster.scale_up.link_bandwidth"), PLUGIN)
+            for field, what in KERNEL_RATES.items()
+            if getattr(stated, field) is not None]  # fmt: skip
+
+
 @hookimpl
 def stepwall_constraints(
     scenario: Scenario, decoding: Decoding, layout: Layout, workload: Workload
 ) -> list[Constraint]:
-    """A domain lies inside the cluster and holds whole nodes; without a scale-out network no
-    collective may span more than one domain."""
+    """A domain lies inside the cluster and holds whole nodes; its kernels move bytes at most
+    at its links' peak; without a scale-out network no collective may span more than one
+    domain."""
     if scenario.kinds["cluster.scale_up"] not in SCALE_UP_KINDS:
         return []
     up, cl = scenario.params.cluster.scale_up, scenario.params.cluster
-    out = [
+    out = [*_within_link(scenario)]
+    out += [
         Constraint(
             "domain_within_cluster",
             up.domain_size <= cl.nodes * cl.gpus_per_node,
