@@ -487,3 +487,20 @@ def test_help_teaches_the_format_and_check(capsys: pytest.CaptureFixture[str]) -
     for phrase in ("time [us]", "--check", "specs/calibration", "--primitives",
                    "docs/calibration.md", "95% confidence"):  # fmt: skip
         assert phrase in text, phrase
+
+
+def test_a_row_the_law_refuses_is_named_by_its_file_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row outside what its primitive's law prices (an all-to-all on one GPU) is refused in
+    one line that names the file as given on the command line, not only its base name."""
+    data = tmp_path / "bench" / "a2a.csv"
+    data.parent.mkdir()
+    data.write_text("primitive,bytes [B],gpus,time [us],source\nall_to_all,1000,1,10,x\n")
+    assert main(["calibrate", "hgx-h200-ib", "--data", str(data)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert (
+        err == f"stepwall: error: {data}:line 2, gpus: 1 GPUs (expected 2 to "
+        "cluster.scale_up.domain_size = 8 GPUs)\n"
+    )

@@ -461,13 +461,14 @@ def build_problem(entry: Entry, files: Sequence[DataFile], primitives: Mapping[s
             check = primitives[r.primitive].check
             wrong = check(entry.scenario, r.numbers) if check is not None else None
             if wrong is not None:
-                raise SpecError(r.file, f"line {r.line}, {wrong[0]}", wrong[1], wrong[2])
+                raise SpecError(str(f.path), f"line {r.line}, {wrong[0]}", wrong[1], wrong[2])
             key = (r.primitive, tuple((k, r.texts[k]) for k in primitives[r.primitive].texts))
             buckets.setdefault(key, []).append(r)
     groups = tuple(make_group(primitives[p], texts, rows, entry.scenario)
                    for (p, texts), rows in sorted(buckets.items()))  # fmt: skip
     values = {s.name: v for s, v in entry.scenario.values.items()}
     values.update({s.name: v for s, v in constants_in(g.expr for g in groups).items()})
+    paths = {f.name: str(f.path) for f in files}  # a row names its file; errors, its path
     used = set()
     for g in groups:
         declared = {f"{g.primitive.section}.{f}" for f in g.primitive.fields}
@@ -476,7 +477,7 @@ def build_problem(entry: Entry, files: Sequence[DataFile], primitives: Mapping[s
         bad = ~(np.isfinite(start) & (start > 0))
         if bad.any():
             r = g.rows[int(np.argmax(bad))]
-            raise SpecError(r.file, f"line {r.line}", f"the {g.label} law gives "
+            raise SpecError(paths.get(r.file, r.file), f"line {r.line}", f"the {g.label} law gives "
                             f"{start[bad][0]:g} s for this row at the spec's values",
                             "sizes the law can price (e.g. more than one GPU)")  # fmt: skip
     candidates = tuple(p for p in fields_in_order(entry) if p in used)
