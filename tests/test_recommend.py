@@ -125,6 +125,8 @@ def test_costs_by_hand_from_the_spec_files() -> None:
         (["--ttft", "q90<=2s"], "--ttft"),
         (["--tpot", "<=1us"], "no configuration searched passes"),
         (["--keep", "0"], "--keep"),
+        (["--isl", "0"], "recommend:--isl: 0 tokens per request"),
+        (["--gpus", "0"], "recommend:--gpus"),
         (["--cluster", "mi300x-8", "--hardware", "mi300x", "--minimize", "usd"],
          "price_per_gpu_hour"),
     ],

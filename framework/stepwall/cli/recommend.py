@@ -262,6 +262,15 @@ def _plan(ns: argparse.Namespace, registry: Registry) -> Plan:
         where=where,
         minimize=frozenset(m.name for m in known.values() if m.minimize),
     )
+    try:
+        return _plan_search(ns, registry, spec)
+    except SpecError as e:  # the same checks as search's, named for the command the user ran
+        if e.where != "search":
+            raise
+        raise SpecError("recommend", e.key, e.problem, e.expected, why=e.why) from None
+
+
+def _plan_search(ns: argparse.Namespace, registry: Registry, spec: Spec) -> Plan:
     return plan_search(
         ns.model,
         _names(ns.hardware),
