@@ -253,8 +253,8 @@ def stepwall_constraints(
     if scenario.kinds["cluster.scale_up"] not in SCALE_UP_KINDS:
         return []
     up, cl = scenario.params.cluster.scale_up, scenario.params.cluster
-    out = [*_within_link(scenario)]
-    out += [
+    out = [
+        *_within_link(scenario),
         Constraint(
             "domain_within_cluster",
             up.domain_size <= cl.nodes * cl.gpus_per_node,
