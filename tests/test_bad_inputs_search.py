@@ -78,6 +78,17 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("empty-search", [*SEARCH, "--gpus", "7", "-o", "f.json"], REFUSE,
      "none of 66 configurations is feasible; the constraint that fails most often is "
      "memory_fits"),
+    # the prefill pools' flags, named as given (the prefill search reads them as its own)
+    ("prefill-only-no-layout", [*SMALL, "--disagg", "--prefill-only", "parallel.tp=3"], REFUSE,
+     "search --disagg:--prefill-only: parallel.tp=3 leaves no layout of 8 GPUs"),
+    ("prefill-only-bad-key", [*SMALL, "--disagg", "--prefill-only", "tp=1"], REFUSE,
+     "--prefill-only: tp is not a degree"),
+    ("prefill-hardware-unknown", [*SMALL, "--disagg", "--prefill-hardware", "nosuch",
+     "--prefill-cluster", "hgx-h200-ib"], REFUSE, "--prefill-hardware:nosuch: no hardware"),
+    ("prefill-cluster-unknown", [*SMALL, "--disagg", "--prefill-hardware", "h100",
+     "--prefill-cluster", "nosuch"], REFUSE, "--prefill-cluster:nosuch: no clusters"),
+    ("prefill-engine-unknown", [*SMALL, "--disagg", "--prefill-engine", "nosuch"], REFUSE,
+     "--prefill-engine:nosuch: no engines"),
     ("empty-after-filters", [*SMALL, "--ttft", "<=1us"], REFUSE,
      "ttft_s<=1us removes"),
 ]  # fmt: skip

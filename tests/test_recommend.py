@@ -127,6 +127,7 @@ def test_costs_by_hand_from_the_spec_files() -> None:
         (["--keep", "0"], "--keep"),
         (["--isl", "0"], "recommend:--isl: 0 tokens per request"),
         (["--gpus", "0"], "recommend:--gpus"),
+        (["--prefill-gpus", "8"], "recommend:--prefill-gpus: applies to disaggregated"),
         (["--cluster", "mi300x-8", "--hardware", "mi300x", "--minimize", "usd"],
          "price_per_gpu_hour"),
     ],
@@ -135,3 +136,20 @@ def test_bad_requests_are_one_line_errors(
     extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert says in refusal(capsys, *with_flags(SMALL, extra))
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--prefill-only", "parallel.tp=3"], "recommend:--prefill-only: parallel.tp=3 leaves "
+         "no layout of 8 GPUs"),
+        (["--prefill-batch", "0"], "recommend:--prefill-batch: '0'"),
+        (["--prefill-engine", "nosuch"], "--prefill-engine:nosuch: no engines entry"),
+    ],
+)  # fmt: skip
+def test_bad_prefill_flags_are_named_as_given(
+    extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --disagg the prefill pools are searched with the prefill flags: an error in one
+    names that flag and this command, not the search flag it stands for."""
+    assert says in refusal(capsys, *SMALL, "--disagg", *extra)

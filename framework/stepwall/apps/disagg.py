@@ -623,9 +623,34 @@ def plans(
     if not clusters:
         raise SpecError("search --disagg", "--prefill-cluster", "missing",
                         "the prefill hardware's cluster, e.g. hgx-h100-ib")  # fmt: skip
-    gpus = ns.prefill_gpus if ns.prefill_gpus is not None else ns.gpus
     engines = names(ns.prefill_engine) or names(ns.engine)
-    prefill = plan_of(
+    try:
+        prefill = _prefill_plan(ns, registry, spec, hardware, clusters, engines)
+    except SpecError as e:  # the search names the flags of one pool: here, the prefill one's
+        if e.key in PREFILL_FLAG_OF:  # a check of search's: "search:--only: …"
+            raise SpecError("search --disagg", PREFILL_FLAG_OF[e.key], e.problem, e.expected,
+                            why=e.why) from None  # fmt: skip
+        if e.where in PREFILL_FLAG_OF:  # a catalog lookup: "--hardware:NAME: …"
+            raise SpecError(PREFILL_FLAG_OF[e.where], e.key, e.problem, e.expected,
+                            why=e.why) from None  # fmt: skip
+        raise
+    _check_bound(ns.max_gpus, decode)
+    return agg, decode, prefill, Request(ns.isl, ns.osl, ns.max_gpus, limits,
+                                                _prefill_of(decode, prefill))  # fmt: skip
+
+
+# a search flag as the prefill pool's search reads it, and the flag that gave it
+PREFILL_FLAG_OF = {"--only": "--prefill-only", "--gpus": "--prefill-gpus",
+                   "--batch": "--prefill-batch", "--hardware": "--prefill-hardware",
+                   "--cluster": "--prefill-cluster", "--engine": "--prefill-engine"}  # fmt: skip
+
+
+def _prefill_plan(ns: SearchOptions, registry: Any, spec: Spec, hardware: list[str],
+                  clusters: list[str], engines: list[str]) -> Plan:  # fmt: skip
+    """The prefill pools' search: prompts alone, no targets or filters (their TTFT is the
+    combination's), the prefill flags where given, else the decode pool's."""
+    gpus = ns.prefill_gpus if ns.prefill_gpus is not None else ns.gpus
+    return plan_of(
         ns, registry, attrs.evolve(spec, targets=(), where=()), workload="prefill",
         hardware=hardware, clusters=clusters, engines=engines, decoding=["autoregressive"],
         vary=[],
@@ -635,9 +660,6 @@ def plans(
                else PREFILL_BATCH),
         only=[parse_only(o) for o in ns.prefill_only],
     )  # fmt: skip
-    _check_bound(ns.max_gpus, decode)
-    return agg, decode, prefill, Request(ns.isl, ns.osl, ns.max_gpus, limits,
-                                                _prefill_of(decode, prefill))  # fmt: skip
 
 
 def _smallest(plan: Plan) -> int | None:

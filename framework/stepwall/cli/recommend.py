@@ -29,11 +29,14 @@ from stepwall.apps.search import (
     search_spec,
     sla_conditions,
 )
-from stepwall.cli.search import add_disagg, add_hardware, add_sets
+from stepwall.cli.search import PREFILL_FLAGS, add_disagg, add_hardware, add_sets
 from stepwall.core.errors import SpecError
 from stepwall.core.progress import quiet_argument
 from stepwall.core.terminal import visible, warn
 from stepwall.io.formats import write_json
+
+# where the search checks recommend shares say an error comes from
+SEARCH_ORIGINS = ("search", "search --disagg")
 
 if TYPE_CHECKING:
     from stepwall.plugin.registry import Registry
@@ -173,12 +176,21 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
     """Plan the space, size every candidate, print the cheapest."""
     if ns.keep < 1:
         raise SpecError("recommend", "--keep", f"{ns.keep}", "at least 1")
-    plan = _plan(ns, registry)
-    warn(plan.warnings)
-    sizing = sizing_app.Sizing(ns.rate, ns.minimize, ns.keep)
-    rec = sizing_app.recommend(plan, sizing, progress=progress_bar(ns.quiet))
-    if ns.disagg:
-        rec = _with_disagg(ns, registry, rec, sizing)
+    given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k, None) not in (None, []))
+    if given and not ns.disagg:
+        raise SpecError("recommend", "--" + given[0].replace("_", "-"), "applies to "
+                        "disaggregated deployments", "--disagg")  # fmt: skip
+    try:
+        plan = _plan(ns, registry)
+        warn(plan.warnings)
+        sizing = sizing_app.Sizing(ns.rate, ns.minimize, ns.keep)
+        rec = sizing_app.recommend(plan, sizing, progress=progress_bar(ns.quiet))
+        if ns.disagg:
+            rec = _with_disagg(ns, registry, rec, sizing)
+    except SpecError as e:  # search's checks, which recommend shares, named for this command
+        if e.where not in SEARCH_ORIGINS:
+            raise
+        raise SpecError("recommend", e.key, e.problem, e.expected, why=e.why) from None
     if not rec.candidates:
         filters = ", ".join(c.text for c in plan.spec.where) or "the model's constraints"
         raise SpecError(
@@ -262,15 +274,6 @@ def _plan(ns: argparse.Namespace, registry: Registry) -> Plan:
         where=where,
         minimize=frozenset(m.name for m in known.values() if m.minimize),
     )
-    try:
-        return _plan_search(ns, registry, spec)
-    except SpecError as e:  # the same checks as search's, named for the command the user ran
-        if e.where != "search":
-            raise
-        raise SpecError("recommend", e.key, e.problem, e.expected, why=e.why) from None
-
-
-def _plan_search(ns: argparse.Namespace, registry: Registry, spec: Spec) -> Plan:
     return plan_search(
         ns.model,
         _names(ns.hardware),
