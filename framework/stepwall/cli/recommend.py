@@ -174,12 +174,7 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
 
 def run(ns: argparse.Namespace, registry: Registry) -> int:
     """Plan the space, size every candidate, print the cheapest."""
-    if ns.keep < 1:
-        raise SpecError("recommend", "--keep", f"{ns.keep}", "at least 1")
-    given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k, None) not in (None, []))
-    if given and not ns.disagg:
-        raise SpecError("recommend", "--" + given[0].replace("_", "-"), "applies to "
-                        "disaggregated deployments", "--disagg")  # fmt: skip
+    _check_flags(ns)
     try:
         plan = _plan(ns, registry)
         warn(plan.warnings)
@@ -214,6 +209,17 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
                     for i, line in enumerate(disagg.launch_lines(lau))]  # fmt: skip
     print(visible("\n".join(out), lines=True))
     return 0
+
+
+def _check_flags(ns: argparse.Namespace) -> None:
+    """Refuse flags that would do nothing: a non-positive --keep, prefill flags without
+    --disagg."""
+    if ns.keep < 1:
+        raise SpecError("recommend", "--keep", f"{ns.keep}", "at least 1")
+    given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k, None) not in (None, []))
+    if given and not ns.disagg:
+        raise SpecError("recommend", "--" + given[0].replace("_", "-"), "applies to "
+                        "disaggregated deployments", "--disagg")  # fmt: skip
 
 
 def _with_disagg(ns: argparse.Namespace, registry: Registry,
