@@ -29,7 +29,7 @@ from stepwall.apps.search import (
     search_spec,
     sla_conditions,
 )
-from stepwall.cli.search import PREFILL_FLAGS, add_disagg, add_hardware, add_sets
+from stepwall.cli.search import add_disagg, add_hardware, add_sets, prefill_flag_given
 from stepwall.core.errors import SpecError
 from stepwall.core.progress import quiet_argument
 from stepwall.core.terminal import visible, warn
@@ -216,10 +216,9 @@ def _check_flags(ns: argparse.Namespace) -> None:
     --disagg."""
     if ns.keep < 1:
         raise SpecError("recommend", "--keep", f"{ns.keep}", "at least 1")
-    given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k, None) not in (None, []))
-    if given and not ns.disagg:
-        raise SpecError("recommend", "--" + given[0].replace("_", "-"), "applies to "
-                        "disaggregated deployments", "--disagg")  # fmt: skip
+    flag = prefill_flag_given(ns)
+    if flag is not None and not ns.disagg:
+        raise SpecError("recommend", flag, "applies to disaggregated deployments", "--disagg")
 
 
 def _with_disagg(ns: argparse.Namespace, registry: Registry,

@@ -18,6 +18,14 @@ from stepwall.core.progress import quiet_argument
 PREFILL_FLAGS = frozenset(("prefill_gpus", "prefill_batch", "prefill_hardware", "prefill_engine",
                            "prefill_cluster", "prefill_only", "max_gpus"))  # fmt: skip
 
+
+def prefill_flag_given(ns: argparse.Namespace) -> str | None:
+    """The first flag only a disaggregated search reads that ``ns`` gives (``--prefill-gpus``),
+    or None: search and recommend refuse it without --disagg."""
+    given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k, None) not in (None, []))
+    return "--" + given[0].replace("_", "-") if given else None
+
+
 if TYPE_CHECKING:
     from stepwall.plugin.registry import Registry
 
@@ -362,10 +370,9 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
     options = SearchOptions(**{f.name: getattr(ns, f.name) for f in attrs.fields(SearchOptions)})
     if options.disagg:
         return disagg.run_cli(options, registry)
-    given = sorted(k for k in PREFILL_FLAGS if getattr(ns, k) not in (None, []))
-    if given:
-        raise SpecError("search", "--" + given[0].replace("_", "-"), "applies to a "
-                        "disaggregated search", "--disagg")  # fmt: skip
+    flag = prefill_flag_given(ns)
+    if flag is not None:
+        raise SpecError("search", flag, "applies to a disaggregated search", "--disagg")
     if not options.switch_points:
         return run_cli(options, registry)
 
