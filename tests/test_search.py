@@ -120,6 +120,29 @@ def test_best_at_target_is_the_brute_force_best(small, brute) -> None:
     assert entry["ranking"] == [HW]
 
 
+@pytest.mark.parametrize(
+    ("at", "metric", "nearest"),
+    [("tokens_per_s_per_user>=100000", "tokens_per_s_per_user", max),
+     ("ttft_s<=1us", "ttft_s", min)],
+)  # fmt: skip
+def test_an_unmet_target_names_its_nearest_configuration(brute, at, metric, nearest) -> None:
+    """A target beyond reach names the configuration closest to it: over every configuration
+    that passes the filters (here: every feasible one, each through ``stepwall eval``), the
+    largest value of the target's metric for ``>=``, the smallest for ``<=``, and the gap."""
+    doc = search_json("--at", at)
+    (entry,) = doc["targets"]
+    (opt,) = entry["options"]
+    assert opt["point"] is None
+    want = nearest(v[metric] for v in brute.values() if v is not None)
+    near = opt["nearest"]
+    assert near["metric"] == metric and near["value"] == pytest.approx(want, rel=1e-9)
+    target = 100_000 if metric == "tokens_per_s_per_user" else 1e-6
+    assert near["gap"] == pytest.approx(want / target - 1, rel=1e-9)
+    assert opt["binding"].startswith("no configuration meets the target (the nearest gives")
+    code, out, _ = run([*SMALL, "--at", at])
+    assert code == 0 and f"the nearest gives {metric} {want:.4g}" in out
+
+
 def test_every_reported_point_satisfies_every_constraint(small) -> None:
     reported = [*small["frontier"], *(o["point"] for t in small["targets"] for o in t["options"])]
     assert reported

@@ -64,6 +64,15 @@ def _brute_best(minimum: float, sets: tuple[str, ...] = ()) -> float:
     return float(np.max(np.asarray(ev["tokens_per_s_per_gpu"])[ok]))
 
 
+def _brute_reach() -> float:
+    """The most tokens/s per user any feasible batch of SPACE gives, by evaluating the
+    scenario itself at every batch."""
+    model = build_model(SCENARIO, ())
+    ev = model.evaluate({model.provides["users"]: np.array(BATCHES, dtype=float)})
+    ok = np.asarray(ev["feasible"], dtype=bool)
+    return float(np.max(np.asarray(ev["tokens_per_s_per_user"])[ok]))
+
+
 def test_frontier_row_is_the_best_configuration_at_its_target(tmp_path):
     """A frontier row predicts the best metric at its target over its space: the same as
     evaluating the scenario at every batch of the space and keeping the best that meets it."""
@@ -89,6 +98,9 @@ def test_rows_of_one_space_share_one_search(tmp_path, monkeypatch):
     assert hi.predicted == pytest.approx(_brute_best(60.0), rel=1e-9)
     assert lo.predicted >= hi.predicted  # a looser target admits more configurations
     assert never.infeasible.startswith("no configuration of the space meets")
+    reach = _brute_reach()
+    assert f"the nearest gives tokens_per_s_per_user {reach:.4g}, " in never.infeasible
+    assert never.infeasible.endswith(f"{1 - reach / 100_000:.1%} short")
     assert validate.summary(results)["classes"]["frontier"]["infeasible"] == 1
 
 

@@ -921,20 +921,29 @@ def run_chunk(
     ids = idx + offset
     x, y = spec.sign(spec.x) * got[spec.x][ok], spec.sign(spec.y) * got[spec.y][ok]
     keep = pareto(x, y, ids[ok])
-    best = []
+    best, reach = [], []
     obj = spec.sign(spec.objective) * got[spec.objective]
     for t in spec.targets:
         mask = ok & t.holds(got[t.metric]) & np.isfinite(obj)
         best.append(_best(obj[mask], ids[mask]))
+        toward = _toward(t) * got[t.metric]
+        near = ok & np.isfinite(toward)
+        reach.append(_best(toward[near], ids[near]))
     return {
         "frontier": (ids[ok][keep], x[keep], y[keep]),
         "best": best,
+        "reach": reach,
         "evaluated": n,
         "feasible": feasible,
         "passed": int(ok.sum()),
         "failed": failed,
         "filtered": filtered,
     }
+
+
+def _toward(target: Condition) -> int:
+    """+1 where a target asks for more of its metric (>=, >), −1 where it asks for less."""
+    return 1 if target.op in (">=", ">") else -1
 
 
 def _best(values: np.ndarray, ids: np.ndarray) -> tuple[float, int] | None:
@@ -1171,20 +1180,10 @@ def merge(plan: Plan, parts: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any
     fronts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {
         o.label: [] for o in plan.options
     }
-    best: list[dict[str, tuple[float, int] | None]] = [
-        {o.label: None for o in plan.options} for _ in plan.spec.targets
-    ]
     for p in parts:
         ids, x, y = p["frontier"]
         if ids.size:
             fronts[owner(int(ids[0]))].append((ids, x, y))
-        for t, b in enumerate(p["best"]):
-            if b is None:
-                continue
-            label = owner(b[1])
-            cur = best[t][label]
-            if cur is None or b[0] > cur[0] or (b[0] == cur[0] and b[1] < cur[1]):
-                best[t][label] = b
     out: dict[str, Any] = {}
     for label, chunks in fronts.items():
         if not chunks:
@@ -1194,7 +1193,28 @@ def merge(plan: Plan, parts: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any
         x = np.concatenate([c[1] for c in chunks])
         y = np.concatenate([c[2] for c in chunks])
         out[label] = ids[pareto(x, y, ids)]
-    return out, best
+    return out, per_target(plan, parts, "best")
+
+
+def per_target(
+    plan: Plan, parts: Sequence[Mapping[str, Any]], key: str
+) -> list[dict[str, tuple[float, int] | None]]:
+    """Per target and option, the largest of the chunks' ``key`` entries (value, id), the
+    smallest id among equals: ``best`` (the objective where the target holds) or ``reach``
+    (the target's own metric, signed toward it, over every point that passes the filters)."""
+    owner = _owner(plan)
+    out: list[dict[str, tuple[float, int] | None]] = [
+        {o.label: None for o in plan.options} for _ in plan.spec.targets
+    ]
+    for p in parts:
+        for t, b in enumerate(p[key]):
+            if b is None:
+                continue
+            label = owner(b[1])
+            cur = out[t][label]
+            if cur is None or b[0] > cur[0] or (b[0] == cur[0] and b[1] < cur[1]):
+                out[t][label] = b
+    return out
 
 
 def _owner(plan: Plan) -> Callable[[int], str]:
@@ -1304,6 +1324,7 @@ def command(plan: Plan, v: Variant, at: Mapping[str, float]) -> str:
 
 def describe(plan: Plan, parts: Sequence[Mapping[str, Any]]) -> Result:
     fronts, best = merge(plan, parts)
+    reach = per_target(plan, parts, "reach")
     frontier: list[dict[str, Any]] = []
     spec = plan.spec
     overall_ids = _overall(plan, fronts)
@@ -1314,19 +1335,13 @@ def describe(plan: Plan, parts: Sequence[Mapping[str, Any]]) -> Result:
             p["overall"] = p["id"] in overall_ids
             frontier.append(p)
     bests: list[dict[str, Any]] = []
-    for t, per in zip(spec.targets, best, strict=True):
+    for t, per, near in zip(spec.targets, best, reach, strict=True):
         entry: dict[str, Any] = {"target": t.text, "objective": spec.objective, "options": []}
         winners = []
         for opt in plan.options:
             b = per[opt.label]
             if b is None:
-                entry["options"].append(
-                    {
-                        "option": opt.label,
-                        "point": None,
-                        "binding": "no configuration meets the target",
-                    }
-                )
+                entry["options"].append(_unmet(t, near[opt.label], opt.label))
                 continue
             (p,) = points(plan, [b[1]])
             entry["options"].append(
@@ -1388,6 +1403,33 @@ def _overall(plan: Plan, fronts: Mapping[str, np.ndarray]) -> set[int]:
     x = np.array([spec.sign(spec.x) * p[spec.x] for p in pts], dtype=float)
     y = np.array([spec.sign(spec.y) * p[spec.y] for p in pts], dtype=float)
     return {int(i) for i in ids[pareto(x, y, ids)]}
+
+
+def _unmet(target: Condition, near: tuple[float, int] | None, option: str) -> dict[str, Any]:
+    """An option's entry at a target no configuration meets: with ``nearest``, the value of
+    the target's metric closest to it over the configurations that pass the filters (its
+    point's id) and how far it falls short, nearest / target − 1 (None: none passes)."""
+    if near is None:
+        return {"option": option, "point": None, "binding": "no configuration meets the target",
+                "nearest": None}  # fmt: skip
+    value = _toward(target) * near[0]
+    nearest = {"metric": target.metric, "value": value, "gap": value / target.value - 1,
+               "id": near[1]}  # fmt: skip
+    return {
+        "option": option,
+        "point": None,
+        "binding": f"no configuration meets the target ({nearest_text(nearest)})",
+        "nearest": nearest,
+    }
+
+
+def nearest_text(nearest: Mapping[str, Any]) -> str:
+    """``the nearest gives METRIC VALUE, GAP`` for an unmet target's ``nearest`` entry (the
+    gap as a percentage short or over, or as a multiple of the target from 2× on)."""
+    gap = nearest["gap"]
+    far = f"{gap + 1:.3g}× the target" if gap >= 1 else (
+        f"{abs(gap):.1%} {'short' if gap < 0 else 'over'}")  # fmt: skip
+    return f"the nearest gives {nearest['metric']} {nearest['value']:.4g}, {far}"
 
 
 def binding(plan: Plan, gid: int, target: Condition | None) -> str:

@@ -38,6 +38,7 @@ from stepwall.apps.search import (
     config_text,
     layout_degrees,
     metric_table,
+    nearest_text,
     parse_condition,
     parse_counts,
     parse_only,
@@ -685,7 +686,9 @@ def _frontier_result(row: Row, run: FrontierRun) -> Result:
     entry = run.result.best[t]["options"][0]
     best = _best(run.result, t, metric)
     if best is None:
-        return Result(row, math.nan, f"no configuration of the space meets {row.spec.at}", run=run)
+        near = entry.get("nearest")
+        why = f"no configuration of the space meets {row.spec.at}"
+        return Result(row, math.nan, why + (f"; {nearest_text(near)}" if near else ""), run=run)
     c = entry["point"]["config"]
     gpus = f"{c['gpus']} GPU{'s' if c['gpus'] != 1 else ''}"
     chosen = f"{gpus} {config_text(c, layout_degrees(plan))}; {entry['binding']}"

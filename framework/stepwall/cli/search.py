@@ -80,7 +80,8 @@ line that gives the limit; progress goes to stderr, never stdout (--quiet: none)
 -o FILE writes by suffix: .json (the document), .csv/.md/.parquet (the frontier), .svg (the
 chart). The JSON document's "frontier" lists points with every metric by name, "config" and
 "command"; "targets" gives the best point per option at each --at target, its "binding"
-constraint and the "ranking" of the options.
+constraint and the "ranking" of the options; a target no configuration meets names the
+"nearest" one (its value of the target's metric, and the gap).
 """
 
 
