@@ -57,10 +57,10 @@ def spec_value(kind: str, name: str, key: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def brute() -> list[tuple[int, tuple[int, int, int, int]]]:
-    """Every point of the small space through ``stepwall eval``: (GPUs to serve RATE, layout
-    and users) for those that are feasible and meet the SLA."""
-    out = []
+def feasible() -> dict[tuple[int, int, int, int], dict[str, Any]]:
+    """Every point of the small space through ``stepwall eval``, by layout and users, for
+    those that satisfy every constraint."""
+    out = {}
     for tp in (1, 2, 4, 8):
         for ep in (1, 2, 4, 8):
             if 8 % (tp * ep):
@@ -72,13 +72,29 @@ def brute() -> list[tuple[int, tuple[int, int, int, int]]]:
                         f"parallel.dp={dp}", f"workload.concurrency={users}"]  # fmt: skip
                 ref = f"model={MODEL},hardware={HW},cluster={CLUSTER},engine={ENGINE}"
                 got = eval_json(["eval", ref, *(a for s in sets for a in ("--set", s))])
-                if got is None or not got["feasible"]:
-                    continue
-                if got["tpot_s"] > TPOT or got["ttft_p90_s"] > TTFT_P90:
-                    continue
-                gpus = math.ceil(RATE / got["request_rate_per_s"]) * 8
-                out.append((gpus, (tp, ep, dp, users)))
-    return sorted(out)
+                if got is not None and got["feasible"]:
+                    out[(tp, ep, dp, users)] = got
+    return out
+
+
+@pytest.fixture(scope="module")
+def brute(feasible) -> list[tuple[int, tuple[int, int, int, int]]]:
+    """(GPUs to serve RATE, layout and users) of the feasible points that meet the SLA."""
+    return sorted(
+        (math.ceil(RATE / got["request_rate_per_s"]) * 8, key)
+        for key, got in feasible.items()
+        if got["tpot_s"] <= TPOT and got["ttft_p90_s"] <= TTFT_P90
+    )
+
+
+def test_an_sla_beyond_reach_names_the_nearest(feasible, capsys) -> None:
+    """No configuration meets --tpot <=1us: the refusal gives the least TPOT any feasible
+    point has (each through ``stepwall eval``) and its multiple of the SLA, and leaves out
+    the TTFT filter, which some point meets."""
+    least = min(got["tpot_s"] for got in feasible.values())
+    says = refusal(capsys, *with_flags(SMALL, ["--tpot", "<=1us"]))
+    assert f"; the nearest gives tpot_s {least:.4g}, {least / 1e-6:.3g}× the target (" in says
+    assert "ttft_p90_s " not in says.split("nearest gives")[1]
 
 
 def test_the_cheapest_is_the_brute_force_cheapest(brute) -> None:

@@ -30,8 +30,10 @@ from stepwall.apps.search import (
     config_text,
     evaluate_block,
     layout_degrees,
+    nearest_text,
     points,
     tasks,
+    toward,
 )
 from stepwall.core.errors import SpecError
 
@@ -105,6 +107,39 @@ def size_chunk(
         seen.add(key)
         out.append((float(cost[j]), int(idx[j] + offset), key, int(copies[j])))
     return out
+
+
+def nearest_to_filters(plan: Plan) -> str:
+    """Where no configuration passes every filter, how close each comes alone: over the
+    configurations that satisfy every constraint, the value of its metric nearest to it
+    (`stepwall.apps.search.nearest_text`), one clause per filter that none of them meets;
+    "" where none satisfies every constraint, and a sentence saying so where each filter is
+    met by some configuration but no configuration meets them together."""
+    where = plan.spec.where
+    best: list[float | None] = [None] * len(where)
+    payloads: dict[int, Mapping[str, Any]] = {}
+    names = tuple(dict.fromkeys(c.metric for c in where))
+    for vi, start, stop in tasks(plan):
+        v = plan.variants[vi]
+        payload = payloads.setdefault(vi, v.payload())
+        got, ok = evaluate_block(v.numeric, payload, start, stop, names)
+        for i, c in enumerate(where):
+            signed = toward(c) * got[c.metric][ok]
+            signed = signed[np.isfinite(signed)]
+            held = best[i]
+            if signed.size and (held is None or float(signed.max()) > held):
+                best[i] = float(signed.max())
+    if all(b is None for b in best):
+        return ""
+    clauses = []
+    for c, b in zip(where, best, strict=True):
+        value = None if b is None else toward(c) * b
+        if value is not None and not c.holds(np.array([value]))[0]:
+            clauses.append(nearest_text({"metric": c.metric, "value": value,
+                                         "gap": value / c.value - 1}))  # fmt: skip
+    if not clauses:
+        return "each filter is met by some configuration, but none meets them together"
+    return "the nearest gives " + "; ".join(clauses)
 
 
 def replica_of(v: Variant) -> list[tuple[float, ...]]:

@@ -926,9 +926,9 @@ def run_chunk(
     for t in spec.targets:
         mask = ok & t.holds(got[t.metric]) & np.isfinite(obj)
         best.append(_best(obj[mask], ids[mask]))
-        toward = _toward(t) * got[t.metric]
-        near = ok & np.isfinite(toward)
-        reach.append(_best(toward[near], ids[near]))
+        signed = toward(t) * got[t.metric]
+        near = ok & np.isfinite(signed)
+        reach.append(_best(signed[near], ids[near]))
     return {
         "frontier": (ids[ok][keep], x[keep], y[keep]),
         "best": best,
@@ -941,7 +941,7 @@ def run_chunk(
     }
 
 
-def _toward(target: Condition) -> int:
+def toward(target: Condition) -> int:
     """+1 where a target asks for more of its metric (>=, >), −1 where it asks for less."""
     return 1 if target.op in (">=", ">") else -1
 
@@ -1412,24 +1412,25 @@ def _unmet(target: Condition, near: tuple[float, int] | None, option: str) -> di
     if near is None:
         return {"option": option, "point": None, "binding": "no configuration meets the target",
                 "nearest": None}  # fmt: skip
-    value = _toward(target) * near[0]
+    value = toward(target) * near[0]
     nearest = {"metric": target.metric, "value": value, "gap": value / target.value - 1,
                "id": near[1]}  # fmt: skip
+    gives = f"the nearest gives {nearest_text(nearest)}"
     return {
         "option": option,
         "point": None,
-        "binding": f"no configuration meets the target ({nearest_text(nearest)})",
+        "binding": f"no configuration meets the target ({gives})",
         "nearest": nearest,
     }
 
 
 def nearest_text(nearest: Mapping[str, Any]) -> str:
-    """``the nearest gives METRIC VALUE, GAP`` for an unmet target's ``nearest`` entry (the
-    gap as a percentage short or over, or as a multiple of the target from 2× on)."""
+    """``METRIC VALUE, GAP`` for an unmet target's ``nearest`` entry (the gap as a
+    percentage short or over, or as a multiple of the target from 2× on)."""
     gap = nearest["gap"]
     far = f"{gap + 1:.3g}× the target" if gap >= 1 else (
         f"{abs(gap):.1%} {'short' if gap < 0 else 'over'}")  # fmt: skip
-    return f"the nearest gives {nearest['metric']} {nearest['value']:.4g}, {far}"
+    return f"{nearest['metric']} {nearest['value']:.4g}, {far}"
 
 
 def binding(plan: Plan, gid: int, target: Condition | None) -> str:

@@ -688,7 +688,8 @@ def _frontier_result(row: Row, run: FrontierRun) -> Result:
     if best is None:
         near = entry.get("nearest")
         why = f"no configuration of the space meets {row.spec.at}"
-        return Result(row, math.nan, why + (f"; {nearest_text(near)}" if near else ""), run=run)
+        near_text = f"; the nearest gives {nearest_text(near)}" if near else ""
+        return Result(row, math.nan, why + near_text, run=run)
     c = entry["point"]["config"]
     gpus = f"{c['gpus']} GPU{'s' if c['gpus'] != 1 else ''}"
     chosen = f"{gpus} {config_text(c, layout_degrees(plan))}; {entry['binding']}"

@@ -188,10 +188,12 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
         raise SpecError("recommend", e.key, e.problem, e.expected, why=e.why) from None
     if not rec.candidates:
         filters = ", ".join(c.text for c in plan.spec.where) or "the model's constraints"
+        near = sizing_app.nearest_to_filters(plan)
         raise SpecError(
             "recommend",
             filters,
-            "no configuration searched passes every constraint and filter",
+            "no configuration searched passes every constraint and filter"
+            + (f"; {near}" if near else ""),
             "a looser SLA, or more --gpus, --batch or --hardware",
         )
     launches = _launches(rec.candidates, ns.emit, registry.kinds) if ns.emit else []
