@@ -154,6 +154,25 @@ def test_the_best_at_a_target_is_the_brute_force_best(pools, answer) -> None:
         assert option["value"] == pytest.approx(dis, rel=1e-9)
 
 
+def test_a_target_no_deployment_meets_names_the_nearest(answer) -> None:
+    """Beyond every deployment's reach, the best at a target is none and says how close
+    the space comes: the most tokens/s per user of any deployment, aggregated or
+    disaggregated (the frontier's first point, as `answer`'s frontier gives it)."""
+    argv = [*SMALL[: SMALL.index("--at")], "--at", "tokens_per_s_per_user>=100000", "-q"]
+    code, out, err = run([*argv, "--json"])
+    assert code == 0, err
+    (option,) = json.loads(out)["targets"][0]["options"]
+    most = max(p["tokens_per_s_per_user"] for p in answer["frontier"])
+    assert option["point"] is None
+    assert option["nearest"]["value"] == pytest.approx(most, rel=1e-9)
+    assert option["nearest"]["gap"] == pytest.approx(most / 100_000 - 1, rel=1e-9)
+    code, out, err = run(argv)
+    assert (
+        code == 0
+        and f"no deployment meets it (the nearest gives tokens_per_s_per_user {most:.4g}, " in out
+    ), out
+
+
 def test_a_deployment_reproduces_through_its_two_commands(answer) -> None:
     p = next(p for p in answer["frontier"] if p["mode"] == "disaggregated")
     code, out, err = run([*shlex.split(p["decode"]["command"])[1:], "--json"])

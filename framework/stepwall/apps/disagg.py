@@ -58,6 +58,7 @@ from stepwall.apps.search import (
     layout_degrees,
     model_of,
     names,
+    nearest_text,
     pareto,
     parse_counts,
     parse_only,
@@ -68,6 +69,7 @@ from stepwall.apps.search import (
     search_spec,
     switch_lines,
     tasks,
+    toward,
 )
 from stepwall.core.errors import SpecError
 from stepwall.core.symbols import Parameter
@@ -552,10 +554,27 @@ def _targets(aggregated: Result | None, decode: Plan, prefill: Plan, dec: Pool, 
                     "option": opt.label,
                     "point": pick,
                     "value": None if pick is None else pick[spec.objective],
+                    "nearest": None if pick is not None else _nearest(
+                        t, dec.got[t.metric][placed & (dec.option == o)],
+                        by_label.get(opt.label, {}).get("nearest")),
                 }
-            )
+            )  # fmt: skip
         out.append(entry)
     return out
+
+
+def _nearest(t: Condition, decode: np.ndarray, aggregated: dict[str, Any] | None
+             ) -> dict[str, Any] | None:  # fmt: skip
+    """At a target no deployment meets, the value of its metric nearest to it over the
+    placed decode points (``decode``) and the aggregated search's nearest; None: neither."""
+    signed = toward(t) * decode[np.isfinite(decode)]
+    values = [float(toward(t) * signed.max())] if signed.size else []
+    if aggregated is not None:
+        values.append(float(aggregated["value"]))
+    if not values:
+        return None
+    value = max(values, key=lambda v: toward(t) * v)
+    return {"metric": t.metric, "value": value, "gap": value / t.value - 1}
 
 
 def _better(
@@ -819,7 +838,9 @@ def text(result: DisaggResult) -> str:
         for o in t["options"]:
             p = o["point"]
             if p is None:
-                lines.append(f"  {o['option']}: no deployment meets it")
+                near = o.get("nearest")
+                gives = f" (the nearest gives {nearest_text(near)})" if near else ""
+                lines.append(f"  {o['option']}: no deployment meets it{gives}")
                 continue
             lines.append(f"  {o['option']}: {_num(o['value'])} {_label(t['objective'])}, "
                          f"{_num(p['tokens_per_s_per_user'])} tokens/s per user, TTFT "
