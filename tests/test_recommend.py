@@ -97,6 +97,20 @@ def test_an_sla_beyond_reach_names_the_nearest(feasible, capsys) -> None:
     assert "ttft_p90_s " not in says.split("nearest gives")[1]
 
 
+def test_filters_met_alone_but_not_together_are_named_so(feasible, capsys) -> None:
+    """A TPOT only the fastest point meets and a throughput only the busiest meets: each
+    filter alone is met (by brute force over ``stepwall eval``), none together, and the
+    refusal says so rather than naming a nearest value."""
+    points = list(feasible.values())
+    tpot = min(p["tpot_s"] for p in points) * 1.001
+    rate = max(p["tokens_per_s_per_gpu"] for p in points) * 0.999
+    assert not any(p["tpot_s"] <= tpot and p["tokens_per_s_per_gpu"] >= rate for p in points)
+    says = refusal(capsys, *with_flags(SMALL, ["--tpot", f"<={tpot * 1e3:.6g}ms"]),
+                   "--where", f"tokens_per_s_per_gpu>={rate:.6g}")  # fmt: skip
+    assert "each filter is met by some configuration, but none meets them together" in says
+    assert "nearest" not in says
+
+
 def test_the_cheapest_is_the_brute_force_cheapest(brute) -> None:
     doc = recommend_json()
     assert brute, "the small space has no candidate: the test checks nothing"

@@ -143,6 +143,16 @@ def test_an_unmet_target_names_its_nearest_configuration(brute, at, metric, near
     assert code == 0 and f"the nearest gives {metric} {want:.4g}" in out
 
 
+@pytest.mark.parametrize(
+    ("value", "target", "says"),
+    [(90.0, 100.0, "m 90, 10.0% short"), (1.5, 1.0, "m 1.5, 50.0% over"),
+     (3.0, 1.0, "m 3, 3× the target"), (2.0, 2.0, "m 2, the bound itself")],
+)  # fmt: skip
+def test_the_gap_to_a_target_is_worded_by_its_size(value, target, says) -> None:
+    near = {"metric": "m", "value": value, "gap": value / target - 1}
+    assert search_app.nearest_text(near) == says
+
+
 def test_every_reported_point_satisfies_every_constraint(small) -> None:
     reported = [*small["frontier"], *(o["point"] for t in small["targets"] for o in t["options"])]
     assert reported

@@ -1426,10 +1426,13 @@ def _unmet(target: Condition, near: tuple[float, int] | None, option: str) -> di
 
 def nearest_text(nearest: Mapping[str, Any]) -> str:
     """``METRIC VALUE, GAP`` for an unmet target's ``nearest`` entry (the gap as a
-    percentage short or over, or as a multiple of the target from 2× on)."""
+    percentage short or over, as a multiple of the target from 2× on, or, for a strict
+    target, its bound itself)."""
     gap = nearest["gap"]
-    far = f"{gap + 1:.3g}× the target" if gap >= 1 else (
-        f"{abs(gap):.1%} {'short' if gap < 0 else 'over'}")  # fmt: skip
+    if gap >= 1:
+        far = f"{gap + 1:.3g}× the target"
+    else:
+        far = f"{abs(gap):.1%} {'short' if gap < 0 else 'over'}" if gap else "the bound itself"
     return f"{nearest['metric']} {nearest['value']:.4g}, {far}"
 
 
