@@ -87,13 +87,19 @@ def _one_sided(repo: Path, dir_: str) -> list[list[object]]:
     return out
 
 
-def _write(path: Path, rows: list[list[object]]) -> None:
-    rows.sort(key=lambda r: (r[2], r[1], r[4]))
+def write_table(path: Path, header: list[str], rows: list[list[object]]) -> None:
+    """A calibration table: ``header`` then ``rows``, newline-terminated, and a line saying
+    how many rows it holds (shared by the aic_*_tables tools)."""
     with path.open("w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(["primitive", "bytes [B]", "gpus", "time [us]", "source"])
+        w.writerow(header)
         w.writerows(rows)
     print(f"{path.name}: {len(rows)} rows")
+
+
+def _write(path: Path, rows: list[list[object]]) -> None:
+    rows.sort(key=lambda r: (r[2], r[1], r[4]))
+    write_table(path, ["primitive", "bytes [B]", "gpus", "time [us]", "source"], rows)
 
 
 def main(repo: Path, out: Path) -> None:

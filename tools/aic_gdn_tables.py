@@ -14,11 +14,10 @@ no law of stepwall prices the chunked scan's serial chain yet, and docs/calibrat
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
-from aic_alltoall_tables import COMMIT, URL, aic_table
+from aic_alltoall_tables import COMMIT, URL, aic_table, write_table
 
 MODEL = "Qwen/Qwen3.5-397B-A17B"
 KERNELS = {"chunk_gated_delta_rule": "gdn_prefill",
@@ -47,13 +46,7 @@ def rows(repo: Path, gpu: str) -> list[list[object]]:
 
 def main(repo: Path, out: Path) -> None:
     for gpu in GPUS:
-        path = out / f"{gpu}-gdn-sglang-{VERSION}.csv"
-        found = rows(repo, gpu)
-        with path.open("w", newline="") as f:
-            w = csv.writer(f, lineterminator="\n")
-            w.writerow(HEADER)
-            w.writerows(found)
-        print(f"{path.name}: {len(found)} rows")
+        write_table(out / f"{gpu}-gdn-sglang-{VERSION}.csv", HEADER, rows(repo, gpu))
 
 
 if __name__ == "__main__":

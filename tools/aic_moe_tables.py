@@ -14,11 +14,10 @@ experts are fitted to TensorRT-LLM's CUTLASS kernels (h200-moe.csv), and docs/ca
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
-from aic_alltoall_tables import COMMIT, URL, aic_table
+from aic_alltoall_tables import COMMIT, URL, aic_table, write_table
 
 TABLE = "h200_sxm/moe/sglang/0.5.9/moe_perf.parquet"
 MIN_EXPERTS = 128
@@ -48,13 +47,7 @@ def rows(repo: Path) -> list[list[object]]:
 
 
 def main(repo: Path, out: Path) -> None:
-    path = out / "h200-moe-sglang-0.5.9.csv"
-    found = rows(repo)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(HEADER)
-        w.writerows(found)
-    print(f"{path.name}: {len(found)} rows")
+    write_table(out / "h200-moe-sglang-0.5.9.csv", HEADER, rows(repo))
 
 
 if __name__ == "__main__":

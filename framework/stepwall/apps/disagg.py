@@ -58,6 +58,7 @@ from stepwall.apps.search import (
     layout_degrees,
     model_of,
     names,
+    nearest_of,
     nearest_text,
     pareto,
     parse_counts,
@@ -574,7 +575,7 @@ def _nearest(t: Condition, decode: np.ndarray, aggregated: dict[str, Any] | None
     if not values:
         return None
     value = max(values, key=lambda v: toward(t) * v)
-    return {"metric": t.metric, "value": value, "gap": value / t.value - 1}
+    return nearest_of(t, value)
 
 
 def _better(

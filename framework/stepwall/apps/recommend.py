@@ -30,6 +30,7 @@ from stepwall.apps.search import (
     config_text,
     evaluate_block,
     layout_degrees,
+    nearest_of,
     nearest_text,
     points,
     tasks,
@@ -135,8 +136,7 @@ def nearest_to_filters(plan: Plan) -> str:
     for c, b in zip(where, best, strict=True):
         value = None if b is None else toward(c) * b
         if value is not None and not c.holds(np.array([value]))[0]:
-            clauses.append(nearest_text({"metric": c.metric, "value": value,
-                                         "gap": value / c.value - 1}))  # fmt: skip
+            clauses.append(nearest_text(nearest_of(c, value)))
     if not clauses:
         return "each filter is met by some configuration, but none meets them together"
     return "the nearest gives " + "; ".join(clauses)

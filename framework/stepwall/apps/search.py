@@ -1412,9 +1412,7 @@ def _unmet(target: Condition, near: tuple[float, int] | None, option: str) -> di
     if near is None:
         return {"option": option, "point": None, "binding": "no configuration meets the target",
                 "nearest": None}  # fmt: skip
-    value = toward(target) * near[0]
-    nearest = {"metric": target.metric, "value": value, "gap": value / target.value - 1,
-               "id": near[1]}  # fmt: skip
+    nearest = {**nearest_of(target, toward(target) * near[0]), "id": near[1]}
     gives = f"the nearest gives {nearest_text(nearest)}"
     return {
         "option": option,
@@ -1422,6 +1420,12 @@ def _unmet(target: Condition, near: tuple[float, int] | None, option: str) -> di
         "binding": f"no configuration meets the target ({gives})",
         "nearest": nearest,
     }
+
+
+def nearest_of(target: Condition, value: float) -> dict[str, Any]:
+    """The ``nearest`` entry of an unmet target: its metric, the nearest value and the gap,
+    value / target − 1."""
+    return {"metric": target.metric, "value": value, "gap": value / target.value - 1}
 
 
 def nearest_text(nearest: Mapping[str, Any]) -> str:
