@@ -233,8 +233,9 @@ def test_poisson_needs_a_rate() -> None:
 def test_a_prefill_pass_outside_cuda_graphs_takes_at_least_its_host_time() -> None:
     """An engine that prefills eagerly (``engine.prefill_layer_host`` h per decoder layer)
     takes max(GPU time, L·h) for one prompt alone: L·h where the pass is short (a 1K prompt
-    of DeepSeek-R1 on 8 H200s at h = 2 ms), the GPU time where it is long (8K), and the
-    decode step, captured in a CUDA graph, is not touched."""
+    of DeepSeek-R1 on 8 H200s at h = 2 ms), the GPU time where it is long (8K). The decode
+    step, captured in a CUDA graph, is touched only through the prefill passes interleaved
+    with it (`test_interleaved_prefill_passes_take_their_host_time`)."""
     h200 = "specs/scenarios/dsr1-fp8-h200-tp8-sglang-serving.toml"
     h = 2e-3  # s per layer, this test's own
 
@@ -247,6 +248,31 @@ def test_a_prefill_pass_outside_cuda_graphs_takes_at_least_its_host_time() -> No
         eager = run(f"workload.input_tokens={isl}", f"engine.prefill_layer_host={h * 1e3} ms")
         gpu = run(f"workload.input_tokens={isl}", "engine.prefill_layer_host=0 ms")
         assert float(eager["prefill_s"]) == pytest.approx(max(float(gpu["prefill_s"]), host))
-        assert float(eager["step_time_s"]) == pytest.approx(float(gpu["step_time_s"]))
         short = isl == 1024  # host-bound at 1K, GPU-bound at 8K
         assert (float(gpu["prefill_s"]) < host) == short
+        # the 8K prompts' passes are GPU-bound: the decode step is as without host time
+        assert (float(eager["step_time_s"]) == pytest.approx(float(gpu["step_time_s"]))) != short
+
+
+def test_interleaved_prefill_passes_take_their_host_time() -> None:
+    """SGLang prefills in passes of their own between decode iterations, outside CUDA graphs:
+    each pass takes max(GPU time, L·h). Once host-bound, the decode step grows by L·h per
+    pass per iteration, so its slope in h is passes·L, with passes the interleaved law's
+    (1 − e^(−λ))·⌈I/P⌉ for one attention rank and λ = C/OSL prompts per iteration (no MTP);
+    where L·h is below the pass's GPU time nothing changes."""
+    h200 = "specs/scenarios/dsr1-fp8-h200-tp8-sglang-serving.toml"
+    users, isl, osl, chunk = 64, 1024, 1024, 32768  # chunk: the scenario's own
+    sets = [f"workload.concurrency={users}", f"workload.input_tokens={isl}",
+            f"workload.output_tokens={osl}"]  # fmt: skip
+    m = build_model(h200, sets)
+    layers = m.values[m.parameter("model.n_layers")]
+
+    def step(h_ms: float) -> float:
+        return float(build_model(h200, [*sets, f"engine.prefill_layer_host={h_ms} ms"])
+                     .evaluate()["step_time_s"])  # fmt: skip
+
+    passes = (1 - np.exp(-users / osl)) * -(-isl // chunk)
+    slope = (step(40.0) - step(20.0)) / 20e-3
+    assert slope == pytest.approx(passes * layers, rel=1e-9)
+    assert step(1e-6) == pytest.approx(step(0.0), rel=1e-12)
+    assert step(20.0) > step(0.0)

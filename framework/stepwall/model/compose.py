@@ -368,7 +368,7 @@ def _build(scenario: Scenario, registry: Registry) -> StepModel:
     def cost(s: Step) -> tuple[Workload, list[Term]]:
         return _cost(scenario, registry, decoding, layout, engine, s, need)
 
-    costed = [_cost_mixture(s, cost) for s in steps]
+    costed = [_cost_mixture(s, cost, engine) for s in steps]
     (workload, terms), (_, ttft_terms) = costed[0], costed[1]
     ttft_terms = [attrs.evolve(t, name=f"ttft.{t.name}") for t in ttft_terms]
     _unique("terms", [*terms, *ttft_terms])
@@ -488,15 +488,17 @@ def prefill_batch(ttft: Step, layout: Layout, engine: Engine) -> Step:
 
 
 def _cost_mixture(
-    step: Step, cost: Callable[[Step], tuple[Workload, list[Term]]]
+    step: Step, cost: Callable[[Step], tuple[Workload, list[Term]]], engine: Engine
 ) -> tuple[Workload, list[Term]]:
     """One step's work and terms (``cost``: `_cost` for the scenario); a step whose prompt
     tokens ride in a share f of its iterations (``Step.prefill_share``) is priced as the
     mixture (1 − f)·T(decode only) + f·T(with B/f prompt tokens), term by term
     (`laws.prefill_iteration_share`); an interleaving engine's own prefill passes ride with
-    them (f of the iterations take passes/f each: one where passes < 1)."""
+    them (f of the iterations take passes/f each: one where passes < 1), each at least its
+    host time where the engine runs them outside CUDA graphs (`passes_host_floor`)."""
     f = step.prefill_share
-    if f == 1:
+    host = step.prefill_passes != 0 and engine.prefill_layer_host != 0
+    if f == 1 and not host:
         return cost(step)
     alone = attrs.evolve(step, prefill_tokens=sp.S.Zero, prefill_tokens_rank=sp.S.Zero,
                          prefill_passes=sp.S.Zero, prefill_share=sp.S.One)  # fmt: skip
@@ -506,6 +508,9 @@ def _cost_mixture(
                             prefill_share=sp.S.One)  # fmt: skip
     _, decode_only = cost(alone)
     workload, terms = cost(carrying)
+    if host:
+        terms.append(passes_host_floor(terms, decode_only, carrying.prefill_passes, workload,
+                                       engine))  # fmt: skip
     without = {t.name: t.expr for t in decode_only}
     mixed = [attrs.evolve(t, expr=(1 - f) * without.pop(t.name, sp.S.Zero) + f * t.expr)
              for t in terms]  # fmt: skip
@@ -567,6 +572,19 @@ def prefill_host_floor(terms: Sequence[Term], workload: Workload, engine: Engine
     return Term("engine.prefill_host", sp.Max(0, host - own, evaluate=False), "engine",
                 "host time of a pass outside CUDA graphs beyond its GPU time: "
                 "Max(0, layers × t_host,layer − t)", "base")  # fmt: skip
+
+
+def passes_host_floor(carrying: Sequence[Term], alone: Sequence[Term], passes: sp.Expr,
+                      workload: Workload, engine: Engine) -> Term:  # fmt: skip
+    """The same floor for the n prefill passes an interleaving engine runs between decode
+    iterations outside CUDA graphs: n·L·h of host time, beyond the passes' GPU time (the
+    iteration carrying them less the decode iteration alone), Max(0, n·L·h − (T_c − T_a))."""
+    hidden = engine.overlap_efficiency
+    gpu = compose_step_time(carrying, hidden) - compose_step_time(alone, hidden)
+    host = passes * workload.layers * engine.prefill_layer_host
+    return Term("engine.prefill_host", sp.Max(0, host - gpu, evaluate=False), "engine",
+                "host time of the interleaved prefill passes outside CUDA graphs beyond their "
+                "GPU time: Max(0, passes × layers × t_host,layer − t_passes)", "base")  # fmt: skip
 
 
 def pipeline_bubble(terms: Sequence[Term], layout: Layout, step: Step, engine: Engine) -> Term:
