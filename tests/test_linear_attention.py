@@ -9,10 +9,14 @@ import csv
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+import sympy as sp
 
 from stepwall.cli import main
 from stepwall.model.compose import build_model
+from stepwall.plugins.moe_transformer.linear import add_linear
+from stepwall.plugins.moe_transformer.work import Pass
 
 QWEN = "model=qwen3.5-397b-a17b,hardware=b200,cluster=hgx-b200-ib,engine=sglang"
 L, L_S, H_K, H_V, D_K, D_V, H = 60, 45, 16, 64, 128, 128, 4096  # the config's
@@ -74,6 +78,81 @@ def test_decode_recurrence_against_measured_kernels(row: dict[str, str]) -> None
     per_layer = (ev["terms"]["linear.state"] + ev["terms"]["linear.state.floor"]) / L_S
     measured = (float(row["conv_ms"]) + float(row["recurrence_ms"])) * 1e-3
     assert 0.9 * measured <= per_layer <= 1.5 * measured
+
+
+def _prefill(isl: int, gpu: str, *sets: str) -> tuple[dict[str, Any], dict[str, float]]:
+    """A Qwen3.5 prompt of ``isl`` tokens prefilled alone on one TP-8 node of ``gpu``: its
+    evaluation and the model's parameter values by name."""
+    base = ['workload.kind="prefill"', "workload.concurrency=1", f"workload.input_tokens={isl}",
+            "parallel.tp=8"]  # fmt: skip
+    model = build_model(QWEN.replace("b200", gpu), [*base, *sets])
+    return model.evaluate(), {p.name: float(v) for p, v in model.values.items()}
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200"])
+@pytest.mark.parametrize("isl", [100, 1024, 8192])
+def test_a_prompt_walks_its_chunks_in_order(gpu: str, isl: int) -> None:
+    """A prompt's linear layers take the chunked form: its tokens padded to whole chunks of
+    C = 64 at the prompt's FLOPs per token (2·d_k·d_v + C·(d_k + d_v) multiply-adds per head)
+    at the GPU's chunked-recurrence plateau, 8 pipeline kernels at their floor, and the ⌈I/C⌉
+    chunks of every layer one after another at their step latency. The state's own op keeps
+    no FLOPs, and its two kernels (conv, gated norm) per layer."""
+    ev, value = _prefill(isl, gpu)
+    peak, eta = value["hardware.bf16.flops"], value["hardware.bf16.chunk_recurrence_efficiency"]
+    floor, step = value["hardware.bf16.chunk_recurrence_floor"], value[
+        "hardware.bf16.chunk_recurrence_latency"]  # fmt: skip
+    chunks, heads = -(-isl // 64), H_V / 8
+    flops = L_S * chunks * 64 * heads * 2 * (2 * D_K * D_V + 64 * (D_K + D_V))
+    assert ev["ops"]["linear.chunks"]["flops"] == pytest.approx(flops)
+    assert ev["terms"]["linear.chunks"] == pytest.approx(flops / (peak * eta) + L_S * chunks * step)
+    assert ev["terms"]["linear.chunks.floor"] == pytest.approx(L_S * 8 * floor)
+    assert ev["ops"]["linear.state"]["flops"] == 0
+
+
+def test_a_chunk_chain_is_per_sequence() -> None:
+    """Eight prompts of 1K in one pass do eight times the chunk FLOPs of one, but walk the
+    same 16 chunks per layer: the chain is one sequence's, the work all of theirs."""
+    one, value = _prefill(1024, "b200")
+    eight, _ = _prefill(1024, "b200", "workload.concurrency=8")
+    assert eight["ops"]["linear.chunks"]["flops"] == pytest.approx(
+        8 * one["ops"]["linear.chunks"]["flops"])  # fmt: skip
+    peak = value["hardware.bf16.flops"] * value["hardware.bf16.chunk_recurrence_efficiency"]
+    chain = L_S * 16 * value["hardware.bf16.chunk_recurrence_latency"]
+    compute = one["ops"]["linear.chunks"]["flops"] / peak
+    assert one["terms"]["linear.chunks"] == pytest.approx(compute + chain)
+    assert eight["terms"]["linear.chunks"] == pytest.approx(8 * compute + chain)
+
+
+@pytest.mark.parametrize(("carried", "piece", "walked"), [(3000, 2048, 32), (3000, 100, 2),
+                                                         (3000, 0, 47)])  # fmt: skip
+def test_a_decode_iteration_walks_the_piece_it_carries(carried: int, piece: int,
+                                                       walked: int) -> None:  # fmt: skip
+    """A decode iteration carrying prompt tokens walks the chunks of one prompt's piece, not of
+    all of them: ⌈piece/64⌉ per layer (a workload that states no piece: all of them as one),
+    its FLOPs on the pieces padded to whole chunks."""
+    model = build_model(QWEN, ['workload.kind="serving"', "workload.concurrency=8",
+                               "workload.input_tokens=8192", "workload.output_tokens=1024",
+                               "parallel.tp=8"])  # fmt: skip
+    step = attrs.evolve(model.steps[0], prefill_tokens_rank=sp.Integer(carried),
+                        prefill_piece=sp.Integer(piece))  # fmt: skip
+    p = Pass(model.scenario, model.layout, step, model.engine)
+    add_linear(p)
+    op = next(o for o in p.ops if o.name == "linear.chunks")
+    assert float(model.substituted(op.chain)) == L_S * walked
+    sequence = piece or carried
+    padded = carried * (-(-sequence // 64) * 64) / sequence
+    per_token = (H_V / 8) * 2 * (2 * D_K * D_V + 64 * (D_K + D_V))
+    assert float(model.substituted(op.flops)) == pytest.approx(L_S * padded * per_token)
+
+
+@pytest.mark.parametrize(("chunk", "piece"), [(8192, 8192), (2048, 2048)])
+def test_a_serving_iterations_piece_is_the_prompt_or_the_chunk(chunk: int, piece: int) -> None:
+    """The piece of a prompt one iteration prefills is min(ISL, the engine's chunk budget)
+    (SGLang interleaves: the whole budget is the prompt's)."""
+    model = build_model(QWEN, ['workload.kind="serving"', "workload.concurrency=8",
+                               "workload.input_tokens=8192", "workload.output_tokens=1024",
+                               "parallel.tp=8", f"engine.prefill_chunk={chunk}"])  # fmt: skip
+    assert float(model.substituted(model.steps[0].prefill_piece)) == piece
 
 
 def test_linear_layer_weights() -> None:

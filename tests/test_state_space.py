@@ -64,12 +64,18 @@ def test_mamba_block_weights_are_its_in_and_out_projections() -> None:
 
 def test_mamba_prefill_works_in_chunks_of_the_configs_chunk_size() -> None:
     """A prompt token adds C·(N + P) multiply-adds per head to the decode update's 2·N·P
-    (SSD's chunked form, C = chunk_size 128); a decode token spends the 2·N·P alone."""
-    ev = build_model(SUPER, ['workload.kind="prefill"', "workload.concurrency=1",
-                             "workload.input_tokens=1024", "parallel.tp=1",
-                             "parallel.ep=1"]).evaluate()  # fmt: skip
+    (SSD's chunked form, C = chunk_size 128), in Mamba-2's own scan (op kind chunked_scan,
+    its five kernels: no delta-rule kernel values, no chain); a decode token spends the 2·N·P
+    alone."""
+    model = build_model(SUPER, ['workload.kind="prefill"', "workload.concurrency=1",
+                                "workload.input_tokens=1024", "parallel.tp=1",
+                                "parallel.ep=1"])  # fmt: skip
+    ev, value = model.evaluate(), {p.name: float(v) for p, v in model.values.items()}
     per_token = 2 * HEADS * (2 * STATE_N * HEAD_DIM + CHUNK * (STATE_N + HEAD_DIM))
-    assert ev["ops"]["linear.state"]["flops"] == pytest.approx(M_BLOCKS * 1024 * per_token)
+    assert ev["ops"]["linear.chunks"]["flops"] == pytest.approx(M_BLOCKS * 1024 * per_token)
+    floor = M_BLOCKS * 5 * value["hardware.kernel_floor"]
+    assert ev["terms"]["linear.chunks.floor"] == pytest.approx(floor)
+    assert ev["ops"]["linear.state"]["flops"] == 0
     decode = _ev(16, 1024)["ops"]["linear.state"]["flops"]
     assert decode == pytest.approx(M_BLOCKS * 16 * 2 * HEADS * 2 * STATE_N * HEAD_DIM)
 

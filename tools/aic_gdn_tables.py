@@ -1,15 +1,17 @@
-"""Write specs/calibration/{h200,b200}-gdn-sglang-0.5.14.csv: Gated DeltaNet kernels, held out.
+"""Write specs/calibration/{h200,b200}-gdn-sglang-0.5.14.csv: Gated DeltaNet kernels.
 
 Usage: python tools/aic_gdn_tables.py AIC_CHECKOUT [OUT_DIR]   (needs pyarrow)
 
 AIC_CHECKOUT is a clone of ai-dynamo/aiconfigurator at 095f58a51c4c. The rows are SGLang
 0.5.14's Gated DeltaNet kernels for Qwen3.5-397B-A17B's linear-attention layers (16 key heads,
 64 value heads, 128 dimensions each) at every tensor-parallel split the table holds: the
-chunked prefill (``chunk_gated_delta_rule``, ``batch`` prompts of ``seq_len`` tokens each)
-and the decode recurrence (``fused_recurrent_gated_delta_rule_packed_decode``, one token for
-each of ``batch`` requests), one layer per row, time in microseconds. No manifest fits them:
-no law of stepwall prices the chunked scan's serial chain yet, and docs/calibration.md
-("Linear attention's kernels, held out") compares them with what the model prices.
+chunked prefill (``chunk_gated_delta_rule``, ``batch`` prompts of ``seq_len`` tokens each,
+in FLA's 64-token chunks) and the decode recurrence
+(``fused_recurrent_gated_delta_rule_packed_decode``, one token for each of ``batch``
+requests), one layer per row, time in microseconds. The collector keeps the recurrent state in
+float32 (aiconfigurator collector/sglang/collect_gdn.py), 32 bits per element. The manifests
+h200-gdn.toml and b200-gdn.toml fit the chunked prefill's own kernel family to them
+(docs/calibration.md, "Linear attention's kernels").
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ KERNELS = {"chunk_gated_delta_rule": "gdn_prefill",
            "fused_recurrent_gated_delta_rule_packed_decode": "gdn_decode"}  # fmt: skip
 GPUS = {"h200": "h200_sxm", "b200": "b200_sxm"}
 VERSION = "0.5.14"
+CHUNK = 64  # FLA's chunk (BT = 64 in fla/ops/gated_delta_rule/chunk.py, which SGLang vendors)
+STATE_BITS = 32  # the collector's float32 recurrent state
 HEADER = ["primitive", "batch", "seq_len", "key_heads", "value_heads", "key_dim", "value_dim",
-          "precision", "time [us]", "source"]  # fmt: skip
+          "chunk", "state_bits [bit]", "precision", "time [us]", "source"]  # fmt: skip
 
 
 def rows(repo: Path, gpu: str) -> list[list[object]]:
@@ -38,9 +42,9 @@ def rows(repo: Path, gpu: str) -> list[list[object]]:
         src = (f"aiconfigurator perf DB ({COMMIT}) SGLang {VERSION} {r['kernel_source']} "
                f"({r['phase']}), {MODEL} linear attention at TP{split} {URL}/{table}")  # fmt: skip
         out.append([KERNELS[r["kernel_source"]], r["batch_size"], r["seq_len"], r["num_k_heads"],
-                    r["num_v_heads"], r["head_k_dim"], r["head_v_dim"], "bf16",
-                    round(r["latency"] * 1000, 3), src])  # fmt: skip
-    out.sort(key=lambda x: (x[0], -int(x[3]), x[1], x[2], x[9]))
+                    r["num_v_heads"], r["head_k_dim"], r["head_v_dim"], CHUNK, STATE_BITS,
+                    "bf16", round(r["latency"] * 1000, 3), src])  # fmt: skip
+    out.sort(key=lambda x: (x[0], -int(x[3]), x[1], x[2], x[11]))
     return out
 
 

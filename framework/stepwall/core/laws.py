@@ -126,6 +126,14 @@ def roofline_rows(
     return sp.Max(*sides, evaluate=False)
 
 
+@law(TIME, steps=DIMENSIONLESS, latency=TIME)
+def chain_time(steps: sp.Expr, latency: sp.Expr) -> sp.Expr:
+    """Dependent steps: t = n × τ, added to an op's roofline time (each step waits for the last
+    one's result, so no width of the GPU hides them: a chunked recurrence's chunks along a
+    sequence, `chunk_chain`)."""
+    return steps * latency
+
+
 @law(TIME, kernels=DIMENSIONLESS, floor=TIME, factor=DIMENSIONLESS)
 def floor_time(kernels: sp.Expr, floor: sp.Expr, factor: sp.Expr) -> sp.Expr:
     """Kernel floors: t = kernels × t_floor × φ, the fixed launch-to-finish time of each
@@ -382,6 +390,32 @@ def linear_state_flops(value_heads: sp.Expr, key_dim: sp.Expr, value_dim: sp.Exp
     if prompt:
         per_head += chunk * (key_dim + value_dim)
     return per_head * FLOPS_PER_MAC * value_heads * shard(value_heads, tp)
+
+
+# kernels of one layer's chunked prefill, by form: the delta rule's (flash-linear-attention's
+# chunk_gated_delta_rule, which vLLM and SGLang run for Gated DeltaNet prompts) are the L2
+# norms of queries and keys, then chunk_local_cumsum, chunk_scaled_dot_kkt_fwd, solve_tril,
+# recompute_w_u_fwd, chunk_gated_delta_rule_fwd_h and chunk_fwd_o (fla/ops/gated_delta_rule/
+# chunk.py); Mamba-2's SSD (mamba_chunk_scan_combined) runs _chunk_cumsum_fwd,
+# _chunk_state_fwd, _state_passing_fwd, _bmm_chunk_fwd and _chunk_scan_fwd
+# (state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py)
+CHUNK_KERNELS = {"delta_rule": 8, "ssd": 5}
+
+
+@law(DIMENSIONLESS, tokens=DIMENSIONLESS, chunk=DIMENSIONLESS)
+def chunked_tokens(tokens: sp.Expr, chunk: sp.Expr) -> sp.Expr:
+    """Tokens a chunked recurrence computes for a sequence of T tokens: ⌈T/C⌉·C, its last
+    chunk padded to a whole one (the chunk kernels tile C tokens at a time)."""
+    return sp.ceiling(tokens / chunk) * chunk
+
+
+@law(DIMENSIONLESS, tokens=DIMENSIONLESS, chunk=DIMENSIONLESS)
+def chunk_chain(tokens: sp.Expr, chunk: sp.Expr) -> sp.Expr:
+    """Dependent steps of a chunked recurrence along one sequence of T tokens: ⌈T/C⌉, each
+    chunk's state computed from the previous chunk's (Yang et al. 2024 §3.3; FLA's
+    chunk_gated_delta_rule_fwd_h walks a sequence's chunks in order, its sequences and heads
+    in parallel)."""
+    return sp.ceiling(tokens / chunk)
 
 
 # ---------------------------------------------------------------- routing

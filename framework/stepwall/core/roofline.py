@@ -46,7 +46,7 @@ import attrs
 import sympy as sp
 
 from stepwall.core.errors import PluginError, SpecError
-from stepwall.core.laws import floor_time, marlin_expert_blocks, roofline_rows
+from stepwall.core.laws import chain_time, floor_time, marlin_expert_blocks, roofline_rows
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import OP_KINDS, WEIGHT_ONLY, Engine, KernelPath, Op, OpKind, Term
 
@@ -69,6 +69,8 @@ GPU_PRICING = {
     "gqa_attention": GpuPricing("attention_efficiency", "attention_floor"),
     "elementwise": GpuPricing(floor="kernel_floor"),
     "recurrence": GpuPricing(floor="kernel_floor"),
+    "chunked_recurrence": GpuPricing(floor="kernel_floor"),
+    "chunked_scan": GpuPricing(floor="kernel_floor"),
 }  # the built-in op kinds' (`stepwall.core.terms.OP_KINDS`)
 
 
@@ -151,7 +153,7 @@ def op_terms(
     family = path.runs_as if path.runs_as in WEIGHT_ONLY else used
     at_family = f"hardware.{family}"
     stated_at = scenario.section(at_family) if at_family in scenario.sections else None
-    own = _own(stated_at, getattr(hw, family, None), FAMILY.get(kind.ramp, ("",) * 5))
+    own = _own(stated_at, getattr(hw, family, None), FAMILY.get(kind.ramp, ("",) * 6))
     if kind.name in KIND_FAMILY:  # a kernel family within the ramp's: its own values first
         mine = _own(stated_at, getattr(hw, family, None), KIND_FAMILY[kind.name])
         own = [m if m is not None else o for m, o in zip(mine, own, strict=True)]
@@ -170,6 +172,8 @@ def op_terms(
         t = roofline_rows(moved, flops, hw.hbm_bandwidth, efficiency, r.flops,
                           flop_eff * factor, rows, half_rows, op.serial_bytes, serial,
                           capped)  # fmt: skip
+        if op.chain != 0 and own[5] is not None:  # steps no width hides, after the rest
+            t = t + chain_time(op.chain, own[5])
         at = op.precision if used == op.precision else f"{op.precision} at the {used} roof"
         if path != KernelPath(op.precision, op.precision):
             at += ", the engine's kernel path"
@@ -183,17 +187,22 @@ def op_terms(
 
 
 # the fields a precision's roof section may restate for the kernel family of an op kind, by
-# the kind's ramp: (n½, plateau, streaming efficiency, floor, one sequence's rate)
+# the kind's ramp: (n½, plateau, streaming efficiency, floor, one sequence's rate, one step of
+# the op's chain)
 FAMILY = {
     "expert_rows": ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency", "moe_floor",
-                    ""),
+                    "", ""),
     "context": ("attention_half_context", "attention_efficiency",
-                "attention_bandwidth_efficiency", "attention_floor", "attention_user_bandwidth"),
+                "attention_bandwidth_efficiency", "attention_floor", "attention_user_bandwidth",
+                ""),
 }  # fmt: skip
 # the same for an op kind whose kernels are a family of their own within their ramp's; a
 # field it leaves unstated is the ramp family's
 KIND_FAMILY = {
-    "gqa_attention": ("", "", "gqa_attention_bandwidth_efficiency", "gqa_attention_floor", ""),
+    "gqa_attention": ("", "", "gqa_attention_bandwidth_efficiency", "gqa_attention_floor", "",
+                      ""),
+    "chunked_recurrence": ("", "chunk_recurrence_efficiency", "", "chunk_recurrence_floor", "",
+                           "chunk_recurrence_latency"),
 }  # fmt: skip
 
 

@@ -152,6 +152,12 @@ OP_KINDS = {
         OpKind("elementwise", "small elementwise kernels (norms, RoPE, activations)"),
         OpKind("recurrence", "a linear-attention layer's recurrent-state kernels (causal conv, "
                "delta rule or selective scan, gated norm)"),
+        OpKind("chunked_recurrence", "a linear-attention layer's prompt tokens in the chunked "
+               "form (FLA's chunk_gated_delta_rule pipeline): a kernel family of its own, priced "
+               "as a recurrence where the GPU states no values of its own"),
+        OpKind("chunked_scan", "a state-space layer's prompt tokens in Mamba-2's chunked scan "
+               "(SSD: mamba_chunk_scan_combined), priced as a recurrence: no table of its "
+               "kernels is at hand"),
     )
 }  # fmt: skip
 
@@ -188,7 +194,9 @@ class Op:
     its compute plateau (0: no such ramp); ``serial_bytes`` the
     bytes one sequence must stream by itself (one user's KV cache in decode attention, which
     a kernel can split only so far); ``counted_rows`` the rows per expert a grouped GEMM's
-    kernel counts to choose its m-block, tokens given × k / experts held (0: ``rows``). The
+    kernel counts to choose its m-block, tokens given × k / experts held (0: ``rows``);
+    ``chain`` the steps that run one after another whatever the GPU's width (a chunked
+    recurrence's chunks along one sequence, each waiting for the last one's state). The
     hardware plugin turns an Op into Terms.
     """
 
@@ -213,6 +221,9 @@ class Op:
         factory=_zero, converter=_sympified, validator=_dimension(INFORMATION, "op {attr}")
     )
     counted_rows: sp.Expr = attrs.field(
+        factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
+    )
+    chain: sp.Expr = attrs.field(
         factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
     )
 
@@ -455,7 +466,9 @@ class Step:
     (`laws.prefill_iteration_share`); each of them carries ``prefill_tokens``/share, the
     others decode only, and the step is priced as that mixture. ``admission_wait``:
     iterations a prompt is held before its prefill may start (attention-DP balance,
-    `laws.balance_window`), on top of any queue for the prefill capacity."""
+    `laws.balance_window`), on top of any queue for the prefill capacity. ``prefill_piece``:
+    the most tokens of one prompt such an iteration prefills (min(ISL, the chunk budget)), the
+    longest sequence a chunked recurrence walks in it."""
 
     name: str
     users: sp.Expr
@@ -472,6 +485,7 @@ class Step:
     prefill_passes: sp.Expr = sp.S.Zero
     prefill_share: sp.Expr = sp.S.One
     admission_wait: sp.Expr = sp.S.Zero  # iterations a prompt is held before its prefill
+    prefill_piece: sp.Expr = sp.S.Zero  # the most tokens of one prompt in one iteration
 
     @property
     def tokens(self) -> sp.Expr:

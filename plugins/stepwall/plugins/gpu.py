@@ -29,13 +29,18 @@ import sympy as sp
 from stepwall.core.fields import FRACTION, KindSpec, choice, quantity
 from stepwall.core.laws import (
     BYTE,
+    CHUNK_KERNELS,
     FLOPS_PER_MAC,
     GEMM_INPUT_BYTES,
     balanced_expert_load,
+    chunk_chain,
+    chunked_tokens,
     ffn_params,
     floor_time,
     gqa_kv_bytes,
     gqa_score_flops,
+    linear_state_elements,
+    linear_state_flops,
     moe_activation_bytes,
 )
 from stepwall.core.primitives import Primitive
@@ -233,6 +238,33 @@ class Roof:
         maximum=1.0,
         default=None,
     )
+    chunk_recurrence_efficiency: float | None = _fraction(
+        "achieved fraction of this peak in a linear-attention layer's chunked prefill kernels "
+        "on their padded chunks' FLOPs (FLA's chunk_gated_delta_rule: their kernel family's "
+        "plateau; default: efficiency)",
+        r"\eta_{p,chunk}",
+        default=None,
+    )
+    chunk_recurrence_floor: float | None = quantity(
+        "time",
+        "fixed time of one kernel of the chunked prefill pipeline at this precision (default: "
+        "the GPU's kernel_floor)",
+        latex="t_{p,chunk}",
+        minimum=0.0,
+        inclusive=True,
+        maximum=1.0,
+        default=None,
+    )
+    chunk_recurrence_latency: float | None = quantity(
+        "time",
+        "time of one dependent step of the chunked prefill: a chunk's state from the previous "
+        "chunk's, which no parallelism hides (default: none)",
+        latex=r"\tau_{p,chunk}",
+        minimum=0.0,
+        inclusive=True,
+        maximum=1.0,
+        default=None,
+    )
 
 
 @attrs.frozen
@@ -340,6 +372,34 @@ def _gqa_decode(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, 
     return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
 
 
+def _gdn_prefill(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]
+                 ) -> sp.Expr:  # fmt: skip
+    """One layer's chunked prefill (FLA's chunk_gated_delta_rule) of ``batch`` prompts of
+    ``seq_len`` tokens, ``value_heads`` heads on the GPU, in chunks of ``chunk``: the model's
+    ``linear.chunks`` op (`chunked_tokens`, `chunk_chain`, `CHUNK_KERNELS`)."""
+    per_token = linear_state_flops(x["value_heads"], x["key_dim"], x["value_dim"], sp.S.One,
+                                   x["chunk"], prompt=True)  # fmt: skip
+    flops = x["batch"] * chunked_tokens(x["seq_len"], x["chunk"]) * per_token
+    op = Op("chunks", sp.S.Zero, flops, PLUGIN, "a chunked prefill", "calibration",
+            sp.Integer(CHUNK_KERNELS["delta_rule"]), "", "chunked_recurrence", t["precision"],
+            chain=chunk_chain(x["seq_len"], x["chunk"]))  # fmt: skip
+    return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
+
+
+def _gdn_decode(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]
+                ) -> sp.Expr:  # fmt: skip
+    """One layer's decode recurrence for ``batch`` requests of one token each: the model's
+    ``linear.state`` op (each request's state of ``state_bits`` read and written once,
+    `linear_state_flops`) in the one kernel the table times."""
+    state = linear_state_elements(x["value_heads"], x["key_dim"], x["value_dim"], sp.S.One)
+    flops = x["batch"] * linear_state_flops(x["value_heads"], x["key_dim"], x["value_dim"],
+                                            sp.S.One, x["chunk"], prompt=False)  # fmt: skip
+    op = Op("recurrence", 2 * x["batch"] * state * x["state_bits"], flops, PLUGIN,
+            "a decode recurrence", "calibration", sp.S.One, "", "recurrence",
+            t["precision"])  # fmt: skip
+    return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
+
+
 def _copy(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
     """A streaming kernel moving ``bytes`` (read + written): a small kernel's floor plus the
     bytes at the weight-streaming efficiency."""
@@ -394,6 +454,18 @@ def stepwall_primitives() -> list[Primitive]:
         Primitive("gqa_decode", "hardware", "a grouped-query decode attention kernel",
                   {"batch": one, "kv_len": one, "heads": one, "kv_heads": one, "head_dim": one,
                    "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")}, gqa, _gqa_decode,
+                  PLUGIN),
+        Primitive("gdn_prefill", "hardware", "a linear-attention layer's chunked prefill (FLA "
+                  "chunk_gated_delta_rule), batch prompts of seq_len tokens",
+                  {"batch": one, "seq_len": one, "value_heads": one, "key_dim": one,
+                   "value_dim": one, "chunk": one}, {"precision": ("bf16",)},
+                  ("bf16.chunk_recurrence_efficiency", "bf16.chunk_recurrence_floor",
+                   "bf16.chunk_recurrence_latency", "kernel_floor", "bf16.efficiency"),
+                  _gdn_prefill, PLUGIN),
+        Primitive("gdn_decode", "hardware", "a linear-attention layer's decode recurrence, "
+                  "batch requests of one token", {"batch": one, "value_heads": one,
+                  "key_dim": one, "value_dim": one, "chunk": one, "state_bits": INFORMATION},
+                  {"precision": ("bf16",)}, ("hbm_efficiency", "kernel_floor"), _gdn_decode,
                   PLUGIN),
         Primitive("memory_copy", "hardware", "a streaming copy kernel (bytes read + written)",
                   {"bytes": INFORMATION}, {}, ("hbm_efficiency", "kernel_floor"), _copy, PLUGIN),

@@ -228,7 +228,8 @@ def _steps(scenario: Scenario, decoding: Decoding, layout: Layout, engine: Engin
     )
     step = Step("decode", layout.users, layout.users_per_attention_rank, m, isl + osl / 2, tau,
                 arrivals * new, busiest, cached + new / 2, completion=osl,
-                prefill_passes=passes, prefill_share=share, admission_wait=held)  # fmt: skip
+                prefill_passes=passes, prefill_share=share, admission_wait=held,
+                prefill_piece=min_of(new, budget))  # fmt: skip
     return [step, ttft]
 
 

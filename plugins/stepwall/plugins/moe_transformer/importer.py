@@ -608,6 +608,7 @@ def _mamba(d: Draft, hidden: int, layers: list[int], shape: Shape) -> None:
                         f"{inner}",
                         "mamba_num_heads x mamba_head_dim = expand x hidden_size")  # fmt: skip
     d.put("linear_head_scalars", 1, "Mamba-2's in_proj makes one dt per head")
+    d.put("linear_form", "ssd", "Mamba-2's chunked scan (SSD, Dao & Gu 2024 §6)")
     d.take("linear_chunk", "chunk_size", default=128)
     _state_bits(d, "mamba_ssm_cache_dtype")
     shape.attention += _modules({"mixer.in_proj": hidden * (2 * inner + 2 * groups * state + heads),

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import sympy as sp
 
-from stepwall.core.laws import linear_state_elements, linear_state_flops, linear_state_params
+from stepwall.core.laws import (
+    CHUNK_KERNELS,
+    chunk_chain,
+    chunked_tokens,
+    linear_state_elements,
+    linear_state_flops,
+    linear_state_params,
+)
+from stepwall.core.symbols import min_of
 from stepwall.core.terms import Op
 from stepwall.plugins.moe_transformer.spec import PLUGIN
 from stepwall.plugins.moe_transformer.work import Pass
@@ -32,7 +40,8 @@ def linear_params(p: Pass) -> sp.Expr:
 
 
 def add_linear(p: Pass) -> sp.Expr:
-    """The linear layers' projections and their recurrence; returns their weights' bytes."""
+    """The linear layers' projections, their recurrence, and their chunked form for prompt
+    tokens (`add_chunks`); returns their weights' bytes."""
     m, spec, step = p.m, p.spec, p.step
     weights = m.linear_layers * linear_params(p)
     p.gemm("linear.projections", weights, m.attention_bits, step.tokens_rank, "attention",
@@ -42,14 +51,40 @@ def add_linear(p: Pass) -> sp.Expr:
                                   p.layout.tp) * m.state_bits  # fmt: skip
     # each request's state is read and written once per pass (its own tokens in order)
     moved = 2 * m.linear_layers * step.users_per_rank * state
-    decode_flops = linear_state_flops(m.linear_value_heads, m.linear_key_dim, m.linear_value_dim,
-                                      p.layout.tp, m.linear_chunk, prompt=p.prefill)  # fmt: skip
-    prompt_flops = linear_state_flops(m.linear_value_heads, m.linear_key_dim, m.linear_value_dim,
-                                      p.layout.tp, m.linear_chunk, prompt=True)  # fmt: skip
     new = step.users_per_rank * step.tokens_per_user
-    flops = m.linear_layers * (new * decode_flops + step.prefill_tokens_rank * prompt_flops)
-    kernels = p.batches * LINEAR_KERNELS * m.linear_layers
+    # a prefill pass's tokens all take the chunked form, and its recurrence kernel is that
+    # pipeline; a decode iteration's own tokens take the recurrence
+    decode_flops = linear_state_flops(m.linear_value_heads, m.linear_key_dim, m.linear_value_dim,
+                                      p.layout.tp, m.linear_chunk, prompt=False)  # fmt: skip
+    flops = sp.S.Zero if p.prefill else m.linear_layers * new * decode_flops
+    kernels = p.batches * (LINEAR_KERNELS - int(p.prefill)) * m.linear_layers
     p.ops.append(Op("linear.state", moved, flops, PLUGIN,
                     "the recurrent state of each request: read, updated and written once per "
                     "pass", "attention", kernels, p.lane, "recurrence", "bf16"))  # fmt: skip
+    carried = step.prefill_tokens_rank  # a decode iteration's prompt tokens, in pieces
+    if p.prefill:
+        add_chunks(p, new + carried, step.tokens_per_user)
+    elif carried != 0:  # a workload that states no piece: one sequence of them all
+        add_chunks(p, carried, carried if step.prefill_piece == 0 else min_of(
+            step.prefill_piece, carried))  # fmt: skip
     return weights * m.attention_bits
+
+
+def add_chunks(p: Pass, tokens: sp.Expr, piece: sp.Expr) -> None:
+    """Prompt tokens through the chunked form: each sequence of ``piece`` tokens padded to
+    whole chunks (`chunked_tokens`), attention within each chunk and its state update at the
+    prompt's FLOPs (`linear_state_flops`), the form's `CHUNK_KERNELS` per layer, and the
+    chunks along one sequence one after another (`chunk_chain`) in every layer. The delta
+    rule's kernels are a family of their own (op kind ``chunked_recurrence``); Mamba-2's scan
+    (``chunked_scan``) is priced as the recurrence is."""
+    m, form = p.m, p.spec.linear_form
+    kind = "chunked_recurrence" if form == "delta_rule" else "chunked_scan"
+    per_token = linear_state_flops(m.linear_value_heads, m.linear_key_dim, m.linear_value_dim,
+                                   p.layout.tp, m.linear_chunk, prompt=True)  # fmt: skip
+    padded = tokens * chunked_tokens(piece, m.linear_chunk) / piece
+    chain = m.linear_layers * chunk_chain(piece, m.linear_chunk)
+    p.ops.append(Op("linear.chunks", sp.S.Zero, m.linear_layers * padded * per_token, PLUGIN,
+                    "prompt tokens in the chunked form: attention within each chunk and the "
+                    "state carried from chunk to chunk", "attention",
+                    p.batches * CHUNK_KERNELS[form] * m.linear_layers, p.lane, kind, "bf16",
+                    chain=chain))  # fmt: skip

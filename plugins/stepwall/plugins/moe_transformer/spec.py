@@ -186,6 +186,13 @@ class MoeTransformer:
         "f_b_proj: r = head_dim; 0: one decay per head, as in Gated DeltaNet and Mamba-2)",
         "r_{f}",
     )
+    linear_form: str = choice(
+        ("delta_rule", "ssd"),
+        "how a prompt's tokens go through the linear layers: delta_rule, the chunked delta rule "
+        "(Gated DeltaNet, Kimi Delta Attention: flash-linear-attention's chunk kernels), or "
+        "ssd, Mamba-2's chunked state-space scan (mamba_chunk_scan_combined)",
+        default="delta_rule",
+    )
     linear_chunk: int = _count(
         "tokens per chunk of the chunked prefill form (flash-linear-attention's Gated DeltaNet: "
         "64; Mamba-2: chunk_size)",
