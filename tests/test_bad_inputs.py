@@ -74,6 +74,7 @@ SET_CASES: list[tuple[str, int | None, str]] = [
     ("hardware.bf16.chunk_recurrence_efficiency=0", REFUSE, "out of range"),
     ("hardware.bf16.chunk_recurrence_latency=-1us", REFUSE, "out of range"),
     ("hardware.bf16.chunk_recurrence_floor=1TB/s", REFUSE, "chunk_recurrence_floor"),
+    ('model.linear_form="mamba"', REFUSE, "'mamba' is not allowed"),
     ("hardware.memory_capacity=1GB", REFUSE, "resident memory per GPU"),
     ("hardware.memory_capacity=0GB", REFUSE, "out of range"),
     ("hardware.hbm_efficiency=1.5", REFUSE, "out of range"),
