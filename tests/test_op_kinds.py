@@ -60,6 +60,8 @@ def test_the_builtin_kinds_are_declared_once() -> None:
         "gqa_attention",
         "elementwise",
         "recurrence",
+        "chunked_recurrence",
+        "chunked_scan",
     ]
     assert all(k.name == n and k.meaning for n, k in OP_KINDS.items())
     assert registry().op_kinds == OP_KINDS
