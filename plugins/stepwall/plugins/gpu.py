@@ -66,9 +66,16 @@ def _fraction(doc: str, latex: str, **kw: Any) -> Any:
     return quantity("dimensionless", doc, latex=latex, maximum=1.0, plausible=FRACTION, **kw)
 
 
-def _floor(doc: str, latex: str) -> Any:
+def _floor(doc: str, latex: str, default: float | None = 0.0) -> Any:
     """A kernel's fixed time: from 0 to 1 s (a kernel launch is microseconds)."""
-    return quantity("time", doc, latex=latex, minimum=0.0, inclusive=True, maximum=1.0, default=0.0)
+    return quantity(
+        "time", doc, latex=latex, minimum=0.0, inclusive=True, maximum=1.0, default=default
+    )
+
+
+def _optional_time(doc: str, latex: str) -> Any:
+    """A kernel's time that falls back to another value when not stated."""
+    return _floor(doc, latex, default=None)
 
 
 @attrs.frozen
@@ -159,9 +166,8 @@ def _moe_bandwidth_efficiency(at: str) -> Any:
 
 
 def _moe_floor(at: str) -> Any:
-    return quantity("time", f"fixed time of a layer's routed-expert op at {at} (default: the "
-                    "GPU's moe_floor)", latex="t_{p,moe}", minimum=0.0, inclusive=True,
-                    maximum=1.0, default=None)  # fmt: skip
+    return _optional_time(f"fixed time of a layer's routed-expert op at {at} (default: the "
+                          "GPU's moe_floor)", "t_{p,moe}")  # fmt: skip
 
 
 @attrs.frozen
@@ -197,14 +203,9 @@ class Roof:
         r"\eta_{mem,p,attn}",
         default=None,
     )
-    attention_floor: float | None = quantity(
-        "time",
+    attention_floor: float | None = _optional_time(
         "fixed time of an attention kernel at this precision (default: the GPU's attention_floor)",
-        latex="t_{p,attn}",
-        minimum=0.0,
-        inclusive=True,
-        maximum=1.0,
-        default=None,
+        "t_{p,attn}",
     )
     attention_half_context: float | None = quantity(
         "dimensionless",
@@ -228,15 +229,10 @@ class Roof:
         r"\eta_{mem,p,gqa}",
         default=None,
     )
-    gqa_attention_floor: float | None = quantity(
-        "time",
+    gqa_attention_floor: float | None = _optional_time(
         "fixed time of a grouped-query attention kernel at this precision (default: "
         "attention_floor)",
-        latex="t_{p,gqa}",
-        minimum=0.0,
-        inclusive=True,
-        maximum=1.0,
-        default=None,
+        "t_{p,gqa}",
     )
     chunk_recurrence_efficiency: float | None = _fraction(
         "achieved fraction of this peak in a linear-attention layer's chunked prefill kernels "
@@ -245,25 +241,15 @@ class Roof:
         r"\eta_{p,chunk}",
         default=None,
     )
-    chunk_recurrence_floor: float | None = quantity(
-        "time",
+    chunk_recurrence_floor: float | None = _optional_time(
         "fixed time of one kernel of the chunked prefill pipeline at this precision (default: "
         "the GPU's kernel_floor)",
-        latex="t_{p,chunk}",
-        minimum=0.0,
-        inclusive=True,
-        maximum=1.0,
-        default=None,
+        "t_{p,chunk}",
     )
-    chunk_recurrence_latency: float | None = quantity(
-        "time",
+    chunk_recurrence_latency: float | None = _optional_time(
         "time of one dependent step of the chunked prefill: a chunk's state from the previous "
         "chunk's, which no parallelism hides (default: none)",
-        latex=r"\tau_{p,chunk}",
-        minimum=0.0,
-        inclusive=True,
-        maximum=1.0,
-        default=None,
+        r"\tau_{p,chunk}",
     )
 
 
