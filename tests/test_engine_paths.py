@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import sympy as sp
 
@@ -23,9 +25,9 @@ from stepwall.core.errors import SpecError
 from stepwall.core.laws import FLOPS_PER_MAC
 from stepwall.core.roofline import op_terms
 from stepwall.core.scenario import Scenario
-from stepwall.core.symbols import constants_in
+from stepwall.core.symbols import constants_in, parameter
 from stepwall.core.terms import Engine, KernelPath, Op
-from stepwall.core.units import parse_quantity
+from stepwall.core.units import DIMENSIONLESS, parse_quantity
 from stepwall.plugins.engine import kernel_paths
 from stepwall.plugins.gpu import BYTE
 from stepwall.spec.validation import load_scenario
@@ -146,13 +148,85 @@ def test_wna16_experts_are_their_own_kernel_family_on_the_bf16_roof() -> None:
     assert streamed["wna16"] > 1.5 * streamed["bf16"]  # the tables' W4A16 penalty
 
 
+def test_sglang_experts_run_in_their_own_kernel_family_where_the_op_says(tmp_path: Path) -> None:
+    """SGLang's Hopper FP8 path names its Triton fused-MoE kernels: a grouped GEMM that runs
+    in them (Op.engine_kernels = 1) streams, computes and floors at H200's [triton] values;
+    one that does not (0: DeepEP's exchange, DeepGEMM) at [fp8]'s; an expression in between
+    picks per layout; a GPU without a [triton] section keeps its own values."""
+    kinds = registry().kinds
+    sc = load_scenario(PREFILL, kinds, ["engine=sglang"])
+    (path,) = kernel_paths(sc)
+    engine = Engine(kernel_paths=(path,))
+    weights, macs = 4e10, 1e15
+    hbm = si(H200["hbm_bandwidth"])
+
+    def probe(bytes_: float, flops: float, w: Any) -> Op:
+        return attrs.evolve(an_op("fp8", bytes_, flops, "grouped_gemm", kernels=1),
+                            engine_kernels=w)  # fmt: skip
+
+    def times(op: Op, at: dict[Any, Any] | None = None) -> list[float]:
+        out = []
+        for term in op_terms(sc, op, engine, "test"):  # the roofline, then the floor
+            values = {**sc.values, **constants_in([term.expr]), **(at or {})}
+            out.append(float(term.expr.subs(values)))
+        return out
+
+    for family, w in (("triton", 1), ("fp8", 0)):
+        mine = H200[family]
+        stream, floor = times(probe(weights, 1e3, w))
+        assert stream == pytest.approx(weights / (hbm * si(mine["moe_bandwidth_efficiency"])))
+        assert floor == pytest.approx(si(mine["moe_floor"]))
+        (compute, _) = times(probe(1e3, macs, w))
+        plateau = si(H200["fp8"]["flops"]) * si(mine["moe_efficiency"])
+        assert compute == pytest.approx(2 * macs / plateau)
+    ep = parameter("probe.ep", DIMENSIONLESS)
+    by_layout = probe(weights, 1e3, sp.Piecewise((1, sp.Eq(ep, 1)), (0, True)))
+    assert times(by_layout, {ep: 1}) == pytest.approx(times(probe(weights, 1e3, 1)))
+    assert times(by_layout, {ep: 8}) == pytest.approx(times(probe(weights, 1e3, 0)))
+    assert H200["triton"]["moe_floor"] != H200["fp8"]["moe_floor"]  # the two differ
+    plain = plain_h200(tmp_path)
+    other = load_scenario(PREFILL, kinds, ["engine=sglang", f"hardware={plain}"])
+    ran, stated = (op_terms(other, probe(weights, 1e3, w), engine, "test") for w in (1, 0))
+    assert [t.expr for t in ran] == [t.expr for t in stated]
+
+
+def plain_h200(tmp_path: Path) -> Path:
+    """H200's spec file without its [triton] section (and that section's sources)."""
+    text = (SPECS / "hardware" / "h200.toml").read_text()
+    plain = tmp_path / "h200-plain.toml"
+    plain.write_text(re.sub(r"\n\[triton(\.sources)?\]\n(.+\n)+", "\n", text))
+    assert "[triton" not in plain.read_text() and "[fp8]" in plain.read_text()
+    return plain
+
+
+def test_the_model_runs_sglang_experts_in_triton_only_without_expert_parallelism(
+    tmp_path: Path,
+) -> None:
+    """DeepSeek-R1's routed experts with SGLang on H200 cost what H200's [triton] family
+    prices at TP-8 (no EP: the Triton kernels), and at EP-8 (DeepEP, DeepGEMM) exactly what
+    they cost on the same GPU without that family."""
+    plain = plain_h200(tmp_path)
+
+    def experts(*sets: str) -> float:
+        argv = ["eval", "dsr1-fp8-h200-tp8-sglang-serving", "--json"]
+        code, out, err = run([*argv, *(a for s in sets for a in ("--set", s))])
+        assert code == 0, err
+        terms = {t["name"]: t for t in json.loads(out)["terms"]}
+        return float(terms["moe.routed_experts"]["seconds"])
+
+    ep8 = ("parallel.tp=1", "parallel.ep=8")
+    assert experts(*ep8) == pytest.approx(experts(*ep8, f"hardware={plain}"), rel=1e-9)
+    assert experts() != pytest.approx(experts(f"hardware={plain}"), rel=0.05)
+
+
 def test_a_path_applies_only_on_its_family() -> None:
     """trtllm's Hopper FP4 path is not taken on Blackwell (FP4 tensor cores) nor on another
-    family; sglang states no Hopper path."""
+    family; sglang's Hopper path only names its own FP8 expert kernels."""
     kinds = registry().kinds
     assert kernel_paths(load_scenario("gptoss-b200-tp4", kinds, ["engine=trtllm"])) == ()
     assert kernel_paths(load_scenario(PREFILL, kinds, ["hardware.family=cdna3"])) == ()
-    assert kernel_paths(load_scenario(PREFILL, kinds, ["engine=sglang"])) == ()
+    sglang = kernel_paths(load_scenario(PREFILL, kinds, ["engine=sglang"]))
+    assert [(k.precision, k.runs_as, k.moe_kernels) for k in sglang] == [("fp8", "fp8", "triton")]
     assert kernel_paths(load_scenario(PREFILL, kinds)) == ()  # vllm 0.24: none
     assert len(kernel_paths(load_scenario(PREFILL, kinds, ["engine=trtllm"]))) == 1
 
@@ -205,6 +279,11 @@ def test_the_factor_moves_a_prefill_eval() -> None:
         ('[hopper.fp4]\nruns_as = "fp6"\n', "engine.hopper.fp4.runs_as", "'fp6' is not allowed"),
         ("[hopper.fp8]\nefficiency_factor = -1\n", "engine.hopper.fp8.efficiency_factor", ""),
         ('date = "2026-13"\n', "engine.date", "'2026-13' is not a release date"),
+        (
+            '[hopper.fp8]\nmoe_kernels = "cutlass"\n',
+            "engine.hopper.fp8.moe_kernels",
+            "'cutlass' is not allowed",
+        ),
     ],
 )
 def test_a_bad_kernel_path_or_date_is_one_line_naming_the_key(

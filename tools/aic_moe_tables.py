@@ -1,15 +1,17 @@
-"""Write specs/calibration/h200-moe-sglang-0.5.9.csv: SGLang's own MoE kernels on H200, held out.
+"""Write specs/calibration/h200-moe-sglang-0.5.14.csv: SGLang's own fused-MoE kernels on H200.
 
 Usage: python tools/aic_moe_tables.py AIC_CHECKOUT [OUT_DIR]   (needs pyarrow)
 
 AIC_CHECKOUT is a clone of ai-dynamo/aiconfigurator at 095f58a51c4c. The rows are SGLang
-0.5.9's Triton fused-MoE kernels (``sglang_fused_moe_triton``, FP8 block-scaled weights,
+0.5.14's Triton fused-MoE kernels (``sglang_fused_moe_triton``, FP8 block-scaled weights,
 balanced routing), the path SGLang runs on Hopper where experts are not exchanged by DeepEP:
 the expert-parallel rows at EP8 and the tensor-parallel rows at TP4 and TP8, each written as
-the ``moe`` primitive counts it (an expert of inter/TP columns on one of ``ep`` ranks), for
-models of 128 experts or more, up to 16,384 tokens. No manifest fits the file: H200's FP8
-experts are fitted to TensorRT-LLM's CUTLASS kernels (h200-moe.csv), and docs/calibration.md
-("Engines' own MoE kernels") compares the two.
+the ``moe_triton`` primitive counts it (an expert of inter/TP columns on one of ``ep``
+ranks), for models of 128 experts or more, up to 16,384 tokens, less every shape one of whose
+rows streams its experts' weights faster than H200's HBM peak (`physical`). The manifest
+h200-triton-moe.toml fits H200's ``[triton]`` kernel family to them (docs/calibration.md,
+"Engines' own MoE kernels"); H200's other FP8 experts stay fitted to TensorRT-LLM's CUTLASS
+kernels (h200-moe.csv).
 """
 
 from __future__ import annotations
@@ -19,12 +21,33 @@ from pathlib import Path
 
 from aic_alltoall_tables import COMMIT, URL, aic_table, write_table
 
-TABLE = "h200_sxm/moe/sglang/0.5.9/moe_perf.parquet"
+VERSION = "0.5.14"
+TABLE = f"h200_sxm/moe/sglang/{VERSION}/moe_perf.parquet"
 MIN_EXPERTS = 128
 MAX_TOKENS = 16384
 LAYOUTS = ((1, 8), (4, 1), (8, 1))  # (TP, EP) of the rows kept
 HEADER = ["primitive", "tokens", "hidden", "inter", "experts", "topk", "ep", "weight_bits [bit]",
           "precision", "time [us]", "source"]  # fmt: skip
+
+
+HBM_PEAK = 4.8e12  # H200's HBM bandwidth, B/s (specs/hardware/h200.toml hbm_bandwidth)
+
+
+def streamed_rate(row: list[object]) -> float:
+    """The rate (B/s) a row's kernel streams its experts' FP8 weights at if it reads every
+    expert that balanced routing hits on the rank: min(E/ep, T·k/ep) experts of 3·h·inter
+    bytes each."""
+    tokens, hidden, inter, experts, topk, ep = (int(str(v)) for v in row[1:7])
+    hit = min(experts / ep, tokens * topk / ep)
+    return hit * 3 * hidden * inter / (float(str(row[9])) * 1e-6)
+
+
+def physical(out: list[list[object]]) -> list[list[object]]:
+    """The rows of every shape none of whose rows streams faster than the HBM peak: a shape
+    that does (DeepSeek-V3's TP-4 and TP-8 experts, 7.0 and 5.7 TB/s at 64 tokens) does not
+    time the weights it states, so all its rows are left out."""
+    over = {tuple(r[2:7]) for r in out if streamed_rate(r) > HBM_PEAK}
+    return [r for r in out if tuple(r[2:7]) not in over]
 
 
 def rows(repo: Path) -> list[list[object]]:
@@ -37,17 +60,17 @@ def rows(repo: Path) -> list[list[object]]:
         if not kept:
             continue
         layout = f"EP{ep}" if ep > 1 else f"TP{tp}"
-        src = (f"aiconfigurator perf DB ({COMMIT}) SGLang 0.5.9 Triton fused MoE FP8 block, "
+        src = (f"aiconfigurator perf DB ({COMMIT}) SGLang {VERSION} Triton fused MoE FP8 block, "
                f"{layout}, inter {r['inter_size']} / {tp} per GPU {URL}/{TABLE}")  # fmt: skip
-        out.append(["moe", r["num_tokens"], r["hidden_size"], r["inter_size"] // tp,
+        out.append(["moe_triton", r["num_tokens"], r["hidden_size"], r["inter_size"] // tp,
                     r["num_experts"], r["topk"], ep, 8, "fp8", round(r["latency"] * 1000, 3),
                     src])  # fmt: skip
     out.sort(key=lambda x: (x[6], x[2], x[3], x[4], x[5], x[1], x[10]))
-    return out
+    return physical(out)
 
 
 def main(repo: Path, out: Path) -> None:
-    write_table(out / "h200-moe-sglang-0.5.9.csv", HEADER, rows(repo))
+    write_table(out / f"h200-moe-sglang-{VERSION}.csv", HEADER, rows(repo))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ section's where it states them, else the GPU-wide ones, never the BF16-weight ke
 family"); where that section states ``moe_row_blocks``, its grouped GEMMs take each expert's
 rows in the kernel's m-blocks, computing the padded rows and streaming the weights once per
 block (`stepwall.core.laws.marlin_expert_blocks`).
+An engine's own routed-expert kernels (Triton's fused MoE in SGLang on Hopper) are a kernel
+family of the GPU too, ``[triton]``, which the engine's kernel path names (``moe_kernels``)
+for the layouts that run them (`stepwall.core.terms.Op.engine_kernels`).
 A precision the GPU has no tensor cores for runs at the next wider one that it has
 (fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts;
 where the engine states a kernel path for the GPU's family and the op's precision
@@ -116,15 +119,40 @@ def op_terms(
     kinds: the ``op_kinds`` of ``stepwall_compute_terms``). ``bytes_`` replaces the op's
     bytes (a part of it read from elsewhere); ``overlap`` its overlap tag.
 
-    Stays whole: each op kind's exceptions (the MoE ramp, attention's context ramp and per-user
-    rate) adjust the same roofline inputs before its roofline and floor terms are built.
+    Where the engine's kernel path names its own routed-expert kernels (`KernelPath.
+    moe_kernels`, a GPU kernel family ``[hardware.NAME]`` the GPU states) and the op runs in
+    them (`Op.engine_kernels`, w), each term is w·(at that family) + (1 − w)·(at the GPU's own).
     """
-    hw = scenario.params.hardware
     kind = op_kinds.get(op.kind)
     if kind is None:
         raise PluginError(f"plugin {plugin}: op {op.name!r} is of kind {op.kind!r}, which "
                           "op_terms was not given (pass the op_kinds of "
                           "stepwall_compute_terms)")  # fmt: skip
+    own = _priced(scenario, op, engine, plugin, kind, "", bytes_, overlap, why)
+    library = engine.kernel_path(op.precision).moe_kernels
+    w = op.engine_kernels
+    if kind.ramp != "expert_rows" or not library or w == 0:
+        return own
+    if f"hardware.{library}" not in scenario.sections:  # the GPU states no such family
+        return own
+    theirs = _priced(scenario, op, engine, plugin, kind, library, bytes_, overlap, why)
+    if w == 1:
+        return theirs
+    return [attrs.evolve(t, expr=w * e.expr + (1 - w) * t.expr,
+                         why=f"{t.why}; {library} kernels where the layout runs them")
+            for t, e in zip(own, theirs, strict=True)]  # fmt: skip
+
+
+def _priced(scenario: Scenario, op: Op, engine: Engine, plugin: str, kind: OpKind,
+            library: str, bytes_: sp.Expr | None, overlap: str | None, why: str
+            ) -> list[Term]:  # fmt: skip
+    """The roofline and floor terms of ``op`` in the GPU's kernel family for it, or in the
+    family ``library`` names (an engine's own routed-expert kernels).
+
+    Stays whole: each op kind's exceptions (the MoE ramp, attention's context ramp and per-user
+    rate) adjust the same roofline inputs before its roofline and floor terms are built.
+    """
+    hw = scenario.params.hardware
     priced = pricing(kind, plugin)
     eff_field, floor_field = priced.efficiency, priced.floor
     stated = getattr(scenario.hardware, eff_field) is not None  # else: as weight streaming
@@ -150,7 +178,7 @@ def op_terms(
     per_kernel = getattr(hw, floor_field) if floor_field else r.gemm_floor
     # the kernel family's own values at this precision, where its roof section states them
     # (a weight-only kernel's: where the GPU's section of that name states them)
-    family = path.runs_as if path.runs_as in WEIGHT_ONLY else used
+    family = library or (path.runs_as if path.runs_as in WEIGHT_ONLY else used)
     at_family = f"hardware.{family}"
     stated_at = scenario.section(at_family) if at_family in scenario.sections else None
     own = _own(stated_at, getattr(hw, family, None), FAMILY.get(kind.ramp, ("",) * 6))
@@ -175,8 +203,10 @@ def op_terms(
         if op.chain != 0 and own[5] is not None:  # steps no width hides, after the rest
             t = t + chain_time(op.chain, own[5])
         at = op.precision if used == op.precision else f"{op.precision} at the {used} roof"
-        if path != KernelPath(op.precision, op.precision):
+        if attrs.evolve(path, moe_kernels="") != KernelPath(op.precision, op.precision):
             at += ", the engine's kernel path"
+        if library:
+            at += f", {library} kernels"
         terms.append(Term(op.name, slow * t, plugin, why or f"roofline ({at}) of {op.why}",
                           op.group, lane))  # fmt: skip
     if op.kernels != 0:

@@ -107,6 +107,9 @@ PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor co
 # GEMMs). They run at the bf16 roof but are their own kernel family (`stepwall.core.roofline`)
 WEIGHT_ONLY = ("wna16",)
 OP_PRECISIONS = PRECISIONS + WEIGHT_ONLY  # what an op's GEMMs may be stated to run as
+# an engine's own routed-expert kernels, a GPU kernel family of their own (``[hardware.NAME]``)
+# that a kernel path may name (`KernelPath.moe_kernels`): Triton's fused MoE (SGLang, vLLM)
+EXPERT_LIBRARIES = ("triton",)
 # GPU architecture families an engine's kernel paths are stated for (`KernelPath`)
 FAMILIES = ("hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4")
 # scale-up fabrics (``cluster.scale_up`` kinds) an engine's own collective laws are stated for
@@ -196,7 +199,9 @@ class Op:
     a kernel can split only so far); ``counted_rows`` the rows per expert a grouped GEMM's
     kernel counts to choose its m-block, tokens given × k / experts held (0: ``rows``);
     ``chain`` the steps that run one after another whatever the GPU's width (a chunked
-    recurrence's chunks along one sequence, each waiting for the last one's state). The
+    recurrence's chunks along one sequence, each waiting for the last one's state);
+    ``engine_kernels`` 1 where a grouped GEMM runs in the kernel family its engine's path
+    names (`KernelPath.moe_kernels`), else 0 (an expression: a Piecewise in the layout). The
     hardware plugin turns an Op into Terms.
     """
 
@@ -224,6 +229,9 @@ class Op:
         factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
     )
     chain: sp.Expr = attrs.field(
+        factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
+    )
+    engine_kernels: sp.Expr = attrs.field(
         factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
     )
 
@@ -367,12 +375,15 @@ class KernelPath:
     on the tensor cores of ``runs_as`` (fp4 as bf16 on Hopper: W4A16, the weights streamed at
     their own bits and dequantised before the MMA), at ``factor`` times that roof's
     calibrated plateau efficiency (the calibrated library's time over this engine's), and at
-    ``moe_factor`` times it in the routed experts' grouped GEMMs."""
+    ``moe_factor`` times it in the routed experts' grouped GEMMs; ``moe_kernels`` names the
+    GPU kernel family (`EXPERT_LIBRARIES`) its routed experts run in where an op says they do
+    (`Op.engine_kernels`), "" for the GPU's own."""
 
     precision: str
     runs_as: str
     factor: sp.Expr = sp.S.One
     moe_factor: sp.Expr = sp.S.One
+    moe_kernels: str = ""
 
 
 @attrs.frozen

@@ -40,6 +40,7 @@ from stepwall.core.laws import launch_time
 from stepwall.core.roofline import roof
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import (
+    EXPERT_LIBRARIES,
     FAMILIES,
     OP_PRECISIONS,
     PRECISIONS,
@@ -291,6 +292,14 @@ class KernelPathSpec:
         default=None,
         plausible=FACTOR,
     )
+    moe_kernels: str | None = choice(
+        EXPERT_LIBRARIES,
+        "the engine's own routed-expert kernels where its experts are not exchanged by an "
+        "all-to-all dispatcher (EP = 1): the GPU's kernel family of that name "
+        "([hardware.NAME], fitted to those kernels' own table; none stated: the GPU's "
+        "values); unset: the GPU's own grouped GEMMs everywhere",
+        default=None,
+    )
 
 
 @attrs.frozen
@@ -332,7 +341,7 @@ def kernel_paths(scenario: Scenario) -> tuple[KernelPath, ...]:
             factor = scenario.parameter(f"{at}.efficiency_factor")
             moe = factor if given.moe_efficiency_factor is None else scenario.parameter(
                 f"{at}.moe_efficiency_factor")  # fmt: skip
-            out.append(KernelPath(p, given.runs_as or p, factor, moe))
+            out.append(KernelPath(p, given.runs_as or p, factor, moe, given.moe_kernels or ""))
     return tuple(out)
 
 

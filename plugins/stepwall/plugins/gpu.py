@@ -47,11 +47,13 @@ from stepwall.core.primitives import Primitive
 from stepwall.core.roofline import ROW_BLOCKS, op_terms
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import (
+    EXPERT_LIBRARIES,
     FAMILIES,
     OP_PRECISIONS,
     PRECISIONS,
     WEIGHT_ONLY,
     Engine,
+    KernelPath,
     Op,
     OpKind,
     Term,
@@ -271,6 +273,19 @@ class WeightOnly:
     )
 
 
+@attrs.frozen
+class ExpertLibrary:
+    """An engine's own routed-expert kernels as a kernel family of the GPU (``[triton]``:
+    Triton's fused MoE, which SGLang runs on Hopper where DeepEP does not exchange the
+    experts), at the roof of the kernel path that names them (``moe_kernels``); a value not
+    stated: the GPU's for that precision."""
+
+    moe_half_rows: float | None = _moe_half_rows("these kernels")
+    moe_efficiency: float | None = _moe_efficiency("the path's peak in these kernels")
+    moe_bandwidth_efficiency: float | None = _moe_bandwidth_efficiency("these kernels")
+    moe_floor: float | None = _moe_floor("these kernels")
+
+
 @hookimpl
 def stepwall_spec_kinds() -> list[KindSpec]:
     kinds = [
@@ -288,6 +303,9 @@ def stepwall_spec_kinds() -> list[KindSpec]:
     for w in WEIGHT_ONLY:  # absent: such kernels at the GPU-wide values on the bf16 roof
         kinds.append(KindSpec(f"hardware.{w}", "weight_only", WeightOnly, f"{w} kernels (weights "
                               "dequantised before BF16 math)"))  # fmt: skip
+    for lib in EXPERT_LIBRARIES:  # absent: the engine's kernels at the GPU's values
+        kinds.append(KindSpec(f"hardware.{lib}", "expert_library", ExpertLibrary, f"an "
+                              f"engine's own routed-expert kernels ({lib})"))  # fmt: skip
     return kinds
 
 
@@ -317,20 +335,35 @@ def _moe(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -
     """One layer's routed experts on one of ``ep`` ranks for ``tokens`` tokens (before
     dispatch), routed as the benchmark routes them (balanced: `balanced_expert_load`):
     the model's ``moe.routed_experts`` op for those experts and rows."""
+    return _expert_layer(scenario, x, t, "")
+
+
+def _moe_triton(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]
+                ) -> sp.Expr:  # fmt: skip
+    """The same layer in Triton's fused-MoE kernels: the ``[triton]`` family's values, as
+    an engine whose kernel path names them prices its routed experts."""
+    return _expert_layer(scenario, x, t, "triton")
+
+
+def _expert_layer(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str],
+                  library: str) -> sp.Expr:  # fmt: skip
+    """A routed-expert layer in the GPU's grouped GEMMs, or in ``library``'s kernels."""
+    p = t["precision"]
+    engine = Engine(kernel_paths=(KernelPath(p, p, moe_kernels=library),)) if library else Engine()
+    ours = sp.S.One if library else sp.S.Zero
     expert = ffn_params(x["hidden"], x["inter"])
     hit, picks = balanced_expert_load(x["experts"], x["topk"], x["tokens"], x["ep"])
     # the benchmark gives the kernel every token; it holds experts/ep of them
     counted = x["tokens"] * x["topk"] * x["ep"] / x["experts"]
     op = Op("moe", hit * expert * x["weight_bits"], expert * picks * FLOPS_PER_MAC, PLUGIN,
             "a routed-expert layer", "calibration", sp.S.One, "", "grouped_gemm",
-            t["precision"], picks / hit, counted_rows=counted)  # fmt: skip
+            p, picks / hit, counted_rows=counted, engine_kernels=ours)  # fmt: skip
     # the tables' kernels write the GEMMs' output in BF16
-    moved = moe_activation_bytes(picks, x["tokens"], x["hidden"],
-                                 GEMM_INPUT_BYTES[t["precision"]] * BYTE,
+    moved = moe_activation_bytes(picks, x["tokens"], x["hidden"], GEMM_INPUT_BYTES[p] * BYTE,
                                  GEMM_INPUT_BYTES["bf16"] * BYTE)  # fmt: skip
     acts = Op("moe.activations", moved, sp.S.Zero, PLUGIN, "its activations around the GEMMs",
-              "calibration", kind="grouped_gemm", precision=t["precision"])  # fmt: skip
-    terms = [term for o in (op, acts) for term in op_terms(scenario, o, Engine(), PLUGIN)]
+              "calibration", kind="grouped_gemm", precision=p, engine_kernels=ours)  # fmt: skip
+    terms = [term for o in (op, acts) for term in op_terms(scenario, o, engine, PLUGIN)]
     return sp.Add(*(term.expr for term in terms))
 
 
@@ -416,6 +449,8 @@ def stepwall_primitives() -> list[Primitive]:
     grouped = tuple(f"{p}.{f}" for p in OP_PRECISIONS
                     for f in ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency",
                               "moe_floor"))  # fmt: skip
+    triton = tuple(f"triton.{f}" for f in ("moe_half_rows", "moe_efficiency",
+                                            "moe_bandwidth_efficiency", "moe_floor"))  # fmt: skip
     attention = tuple(f"{p}.{f}" for p in ("bf16", "fp8")
                       for f in ("attention_efficiency", "attention_bandwidth_efficiency",
                                 "attention_floor", "attention_half_context",
@@ -431,6 +466,11 @@ def stepwall_primitives() -> list[Primitive]:
                   "rank, balanced routing", {"tokens": one, "hidden": one, "inter": one,
                   "experts": one, "topk": one, "ep": one, **_BITS}, precision,
                   ("moe_efficiency", "moe_floor", *roofs, *grouped), _moe, PLUGIN, _routable),
+        Primitive("moe_triton", "hardware", "a layer's routed experts in Triton's fused-MoE "
+                  "kernels (SGLang, vLLM) on one EP rank, balanced routing", {"tokens": one,
+                  "hidden": one, "inter": one, "experts": one, "topk": one, "ep": one, **_BITS},
+                  {"precision": PRECISIONS}, ("moe_efficiency", "moe_floor", *roofs, *grouped,
+                  *triton), _moe_triton, PLUGIN, _routable),
         Primitive("mla_decode", "hardware", "an absorbed-MLA decode attention kernel",
                   {"batch": one, "kv_len": one, "heads": one, "kv_lora_rank": one,
                    "qk_rope_head_dim": one, "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")},

@@ -88,12 +88,14 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     # rows per expert as a kernel given every token of the micro-batch counts them (TP
     # attention, or a dispatch that gathers all tokens): the count Marlin picks its m-block by
     counted = tokens / batches * picks / (slots + fused)
+    # the engine's own expert kernels run where no all-to-all exchanges the experts (EP 1)
+    own = sp.Piecewise((1, sp.Eq(ep, 1)), (0, True))
     p.ops.append(Op("moe.routed_experts", n_moe * per_gpu_hit * expert * m.expert_bits,
                     n_moe * expert * picks_gpu * FLOPS_PER_MAC, PLUGIN,
                     "routed experts hit this step, E·(1−(1−k/E)^T)/ep (and the shared expert "
                     "where the engine fuses it in), most loaded GPU",
                     "moe", batches * n_moe, p.experts_lane, "grouped_gemm", spec.expert_math,
-                    rows, counted_rows=counted))  # fmt: skip
+                    rows, counted_rows=counted, engine_kernels=own))  # fmt: skip
     # the tokens' and picks' activations through the steps around the GEMMs, read at the
     # input precision of the kernel path the experts run on
     runs_as = p.engine.kernel_path(spec.expert_math).runs_as
@@ -104,7 +106,7 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
                     PLUGIN,
                     "routed experts' activations: each token quantised and combined, each "
                     "pick's row read, written and read back", "moe", sp.S.Zero, p.experts_lane,
-                    "grouped_gemm", spec.expert_math))  # fmt: skip
+                    "grouped_gemm", spec.expert_math, engine_kernels=own))  # fmt: skip
     if spec.n_shared_experts > 0:  # their own GEMMs, where not fused into the routed kernel
         p.gemm("moe.shared_experts", (1 - fused) * n_moe * m.n_shared_experts * shared,
                m.shared_expert_bits, tokens_rank, "moe", "shared experts (every token)",
