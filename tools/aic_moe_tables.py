@@ -17,9 +17,12 @@ kernels (h200-moe.csv).
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 from aic_alltoall_tables import COMMIT, URL, aic_table, write_table
+
+from stepwall.core.units import parse_quantity
 
 VERSION = "0.5.14"
 TABLE = f"h200_sxm/moe/sglang/{VERSION}/moe_perf.parquet"
@@ -30,7 +33,8 @@ HEADER = ["primitive", "tokens", "hidden", "inter", "experts", "topk", "ep", "we
           "precision", "time [us]", "source"]  # fmt: skip
 
 
-HBM_PEAK = 4.8e12  # H200's HBM bandwidth, B/s (specs/hardware/h200.toml hbm_bandwidth)
+SPEC = Path(__file__).resolve().parents[1] / "specs" / "hardware" / "h200.toml"
+HBM_PEAK = parse_quantity(tomllib.loads(SPEC.read_text())["hbm_bandwidth"])[0]  # B/s
 
 
 def streamed_rate(row: list[object]) -> float:
