@@ -5,9 +5,10 @@ Usage: python tools/aic_moe_tables.py AIC_CHECKOUT [OUT_DIR]   (needs pyarrow)
 AIC_CHECKOUT is a clone of ai-dynamo/aiconfigurator at 095f58a51c4c. The rows are SGLang
 0.5.14's Triton fused-MoE kernels (``sglang_fused_moe_triton``, FP8 block-scaled weights,
 balanced routing), the path SGLang runs on Hopper where experts are not exchanged by DeepEP:
-the expert-parallel rows at EP8 and the tensor-parallel rows at TP4 and TP8, each written as
-the ``moe_triton`` primitive counts it (an expert of inter/TP columns on one of ``ep``
-ranks), for models of 128 experts or more, up to 16,384 tokens, less every shape one of whose
+the tensor-parallel rows at TP4 and TP8 (EP 1, the only layout the model prices this family
+at; the table's EP8 rows walk the other ranks' picks too, a configuration the model never
+runs in it), each written as the ``moe_triton`` primitive counts it (an expert of inter/TP
+columns), for models of 128 experts or more, up to 16,384 tokens, less every shape one of whose
 rows streams its experts' weights faster than H200's HBM peak (`physical`). The manifest
 h200-triton-moe.toml fits H200's ``[triton]`` kernel family to them (docs/calibration.md,
 "Engines' own MoE kernels"); H200's other FP8 experts stay fitted to TensorRT-LLM's CUTLASS
@@ -28,7 +29,7 @@ VERSION = "0.5.14"
 TABLE = f"h200_sxm/moe/sglang/{VERSION}/moe_perf.parquet"
 MIN_EXPERTS = 128
 MAX_TOKENS = 16384
-LAYOUTS = ((1, 8), (4, 1), (8, 1))  # (TP, EP) of the rows kept
+LAYOUTS = ((4, 1), (8, 1))  # (TP, EP) of the rows kept: EP 1, where the model runs the family
 HEADER = ["primitive", "tokens", "hidden", "inter", "experts", "topk", "ep", "weight_bits [bit]",
           "precision", "time [us]", "source"]  # fmt: skip
 
