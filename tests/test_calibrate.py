@@ -504,3 +504,26 @@ def test_a_row_the_law_refuses_is_named_by_its_file_path(
         err == f"stepwall: error: {data}:line 2, gpus: 1 GPUs (expected 2 to "
         "cluster.scale_up.domain_size = 8 GPUs)\n"
     )
+
+
+# ---------------------------------------------------------------- ranged fields
+
+
+def test_a_field_stated_as_a_range_is_priced_at_its_nominal_and_never_fitted(
+    reg: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A spec may state a value no table measures as a range (its reasoning in sources): the
+    fit reads the nominal and leaves the range out of the fields it fits by default, and asking
+    to fit it is a one-line error naming the field."""
+    ranged = tmp_path / "demo-gpu.toml"
+    ranged.write_text(
+        GPU.read_text().replace("hbm_efficiency = 0.8 ", 'hbm_efficiency = "0.5..0.9 (0.8)" ')
+    )
+    copy, gemm = str(DATA / "demo-copy.csv"), str(DATA / "demo-gemm.csv")
+    code, out, _ = run(reg, capsys, str(ranged), "--data", copy, "--data", gemm, "--json")
+    assert code == 0
+    fitted = {f["path"] for f in json.loads(out)["fields"] if f["fitted"]}
+    assert "hardware.hbm_efficiency" not in fitted and "hardware.bf16.efficiency" in fitted
+    code, out, err = run(reg, capsys, str(ranged), "--data", copy, "--fit", "hbm_efficiency")
+    assert code == 2 and out == ""
+    assert "hbm_efficiency" in err and "range" in err and len(err.strip().splitlines()) == 1

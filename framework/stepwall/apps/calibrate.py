@@ -102,6 +102,9 @@ class Entry:
     path: Path
     section: str  # "hardware" or "cluster"
     scenario: Scenario
+    # fields the spec states as ranges (path -> (low, high)): what no table measures, priced at
+    # their nominal value and never fitted
+    ranges: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)
 
     def local(self, path: str) -> str:
         """A field's key in the file: ``hardware.bf16.efficiency`` -> ``bf16.efficiency``."""
@@ -141,13 +144,14 @@ def load_entry(ref: str | Path, kinds: Kinds, *, manifest: Path | None = None,
     prefixed = {f"{section}.{k}": v for k, v in flat.items()}
     subsections = [s for s in _sections(kinds) if s == section or s.startswith(section + ".")]
     required = tuple(s for s in REQUIRED_SECTIONS if s in subsections)
+    ranges: dict[str, tuple[float, float]] = {}
     structured, values, used, warnings = _structure_all(
-        prefixed, subsections, kinds, str(path), {}, required
+        prefixed, subsections, kinds, str(path), {}, required, ranges
     )
     scenario = Scenario(name, str(path), structured, used, values,
                         {k: v[1] for k, v in prefixed.items()},
                         warnings=tuple(dict.fromkeys(warnings)))  # fmt: skip
-    return Entry(path, section, scenario)
+    return Entry(path, section, scenario, ranges)
 
 
 def fields_in_order(entry: Entry) -> list[str]:
@@ -564,6 +568,11 @@ def resolve_fields(problem: Problem, requested: Iterable[str], where: str = "--f
                 f"{why}{hint}",
                 f"one of: {', '.join(local) or 'none (no row reads a field)'}",
             )
+        if path in entry.ranges:
+            raise SpecError(where, name if where == "--fit" else f"fit: {name}",
+                            "is stated as a range in the spec, with its reasoning; calibrate "
+                            "fits single values", "a single value in the spec to fit it, or "
+                            "leave it out of --fit")  # fmt: skip
         if path not in out:
             out.append(path)
     return out
@@ -642,8 +651,9 @@ def _enough(problem: Problem, fields: Sequence[str], n: int) -> None:
 
 def fit(problem: Problem, requested: Sequence[str] | None = None,
         measured: Array | None = None, where: str = "--fit") -> Fit:  # fmt: skip
-    """Fit the requested fields (default: every candidate the data identify) to the
-    measured times (default: the data's own); ``where`` names where the request came from.
+    """Fit the requested fields (default: every candidate the data identify but those the
+    spec states as ranges) to the measured times (default: the data's own); ``where`` names
+    where the request came from.
 
     Stays whole: the loop that drops unidentifiable fields, the covariance and each field's
     flags all read the same solution, Jacobian and residuals.
@@ -652,7 +662,8 @@ def fit(problem: Problem, requested: Sequence[str] | None = None,
 
     measured = problem.measured if measured is None else measured
     explicit = bool(requested)
-    fields = resolve_fields(problem, requested, where) if requested else list(problem.candidates)
+    fields = (resolve_fields(problem, requested, where) if requested
+              else [p for p in problem.candidates if p not in problem.entry.ranges])  # fmt: skip
     entry = problem.entry
     n = len(measured)
     if not fields:
