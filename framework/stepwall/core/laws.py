@@ -128,9 +128,10 @@ def roofline_rows(
 
 @law(TIME, steps=DIMENSIONLESS, latency=TIME)
 def chain_time(steps: sp.Expr, latency: sp.Expr) -> sp.Expr:
-    """Dependent steps: t = n × τ, added to an op's roofline time (each step waits for the last
-    one's result, so no width of the GPU hides them: a chunked recurrence's chunks along a
-    sequence, `chunk_chain`)."""
+    """Dependent steps: t = n × τ (each step waits for the last one's result, so no width of
+    the GPU hides them): added to an op's roofline time for a chunked recurrence's chunks
+    along a sequence (`chunk_chain`), a side of a GEMM's roof for its k-loop (`mla_serial_k`,
+    `ffn_serial_k` and their neighbours: its tiles stream and multiply while they walk k)."""
     return steps * latency
 
 
@@ -185,6 +186,45 @@ def mla_params(
         + v_head_dim * hidden
     )
     return replicated, per_head * n_heads * shard(n_heads, tp)
+
+
+@law(DIMENSIONLESS)
+def mla_serial_k(
+    hidden: sp.Expr, q_lora_rank: sp.Expr, kv_lora_rank: sp.Expr, qk_nope_head_dim: sp.Expr,
+    v_head_dim: sp.Expr, n_heads: sp.Expr, tp: sp.Expr,
+) -> sp.Expr:  # fmt: skip
+    """The reduction lengths k of an MLA layer's five GEMMs on one TP rank, summed (the k-loop
+    each walks, `chain_time`): the fused q_a/kv_a down-projection (h), q_b (r_q), the absorbed
+    key and value up-projections (d_nope, r_kv) and o (d_v of each of its ⌈H/TP⌉ heads)
+    (TensorRT-LLM tech blog 1's five MLA GEMMs)."""
+    heads = n_heads * shard(n_heads, tp)
+    return hidden + q_lora_rank + qk_nope_head_dim + kv_lora_rank + heads * v_head_dim
+
+
+@law(DIMENSIONLESS)
+def gqa_serial_k(hidden: sp.Expr, n_heads: sp.Expr, head_dim: sp.Expr, tp: sp.Expr) -> sp.Expr:
+    """The reduction lengths of a GQA layer's two GEMMs on one TP rank, summed: the fused qkv
+    projection (h) and o (d_h of each of its ⌈H/TP⌉ heads)."""
+    return hidden + n_heads * shard(n_heads, tp) * head_dim
+
+
+@law(DIMENSIONLESS)
+def compressed_serial_k(
+    hidden: sp.Expr, q_lora_rank: sp.Expr, n_heads: sp.Expr, head_dim: sp.Expr,
+    o_lora_rank: sp.Expr, o_groups: sp.Expr, tp: sp.Expr,
+) -> sp.Expr:  # fmt: skip
+    """The reduction lengths of a DeepSeek-V4 attention layer's four GEMMs on one TP rank,
+    summed: the fused wq_a/wkv (h), wq_b (r_q), the grouped wo_a (each group's H/G heads of d)
+    and wo_b (r_o of each of its ⌈G/TP⌉ groups)."""
+    return (hidden + q_lora_rank + n_heads * head_dim / o_groups
+            + o_groups * shard(o_groups, tp) * o_lora_rank)  # fmt: skip
+
+
+@law(DIMENSIONLESS)
+def ffn_serial_k(hidden: sp.Expr, intermediate: sp.Expr, tp: sp.Expr) -> sp.Expr:
+    """The reduction lengths of an FFN's two GEMMs on one TP rank, summed: the fused gate-up
+    projection (h) and down (its ⌈I/TP⌉ columns of the intermediate)."""
+    return hidden + intermediate * shard(intermediate, tp)
 
 
 @law((DIMENSIONLESS, DIMENSIONLESS))

@@ -10,7 +10,10 @@ bandwidth efficiency and kernel floor):
   attention over the KV cache), FLOPs at the dense peak of its math precision p with the
   plateau efficiency η_p, slowed while the GEMM has few rows M (n½: the rows at which it
   reaches half the plateau; Hockney's half-performance length); an attention kernel's
-  ramp is in the KV tokens each query reads, F·(1 + S½/S) (per-query work);
+  ramp is in the KV tokens each query reads, F·(1 + S½/S) (per-query work); where the
+  precision's roof states ``gemm_k_latency`` τ_k, a GEMM's k-loop is a third side, K·τ_k
+  for K the reduction lengths summed over the op's kernels (each output tile walks k in a
+  serial loop, which no width hides at small M);
 - its floors, kernels × t_floor(kind) × φ: the fixed time of each kernel launch-to-finish
   under CUDA graphs (a GEMM at its precision, with the activation quantisation it needs; a
   grouped-GEMM MoE op; an attention kernel; a small kernel), for the engine's kernel
@@ -200,8 +203,10 @@ def _priced(scenario: Scenario, op: Op, engine: Engine, plugin: str, kind: OpKin
         t = roofline_rows(moved, flops, hw.hbm_bandwidth, efficiency, r.flops,
                           flop_eff * factor, rows, half_rows, op.serial_bytes, serial,
                           capped)  # fmt: skip
-        if op.chain != 0 and own[5] is not None:  # steps no width hides, after the rest
-            t = t + chain_time(op.chain, own[5])
+        if op.chain != 0 and own[5] is not None:
+            # steps no width hides, in the engine's kernel library as its floors are
+            steps = chain_time(op.chain, own[5] * engine.floor_factor)
+            t = sp.Max(t, steps, evaluate=False) if kind.chain_alongside else t + steps
         at = op.precision if used == op.precision else f"{op.precision} at the {used} roof"
         if attrs.evolve(path, moe_kernels="") != KernelPath(op.precision, op.precision):
             at += ", the engine's kernel path"
@@ -229,6 +234,7 @@ FAMILY = {
 # the same for an op kind whose kernels are a family of their own within their ramp's; a
 # field it leaves unstated is the ramp family's
 KIND_FAMILY = {
+    "gemm": ("", "", "", "", "", "gemm_k_latency"),
     "gqa_attention": ("", "", "gqa_attention_bandwidth_efficiency", "gqa_attention_floor", "",
                       ""),
     "chunked_recurrence": ("", "chunk_recurrence_efficiency", "", "chunk_recurrence_floor", "",

@@ -128,7 +128,10 @@ class OpKind:
     ``ramp``: what its compute ramp is in, ``rows`` through a GEMM, ``expert_rows`` (the
     routed experts' rows, where the hardware ramps them on their own) or ``context``, the KV
     tokens each query reads; ``serial``: one sequence's stream may be capped at a rate of its
-    own. How a hardware kind prices it (which of its fields) is that kind's to say:
+    own; ``chain_alongside``: its chain of dependent steps (`Op.chain`) runs alongside its
+    streaming and math, a side of its roof (a GEMM's k-loop), not after them (a chunked
+    recurrence's chunks, each waiting for the last one's state). How a hardware kind prices
+    it (which of its fields) is that kind's to say:
     ``pricing``, by hardware kind, what that kind takes (kind gpu: a
     `stepwall.core.roofline.GpuPricing`, the built-in kinds' in its ``GPU_PRICING``)."""
 
@@ -136,6 +139,7 @@ class OpKind:
     meaning: str
     ramp: str = attrs.field(default="rows", validator=attrs.validators.in_(RAMPS))
     serial: bool = False
+    chain_alongside: bool = False
     pricing: Mapping[str, Any] = attrs.field(factory=dict)
     plugin: str = ""
 
@@ -143,7 +147,7 @@ class OpKind:
 OP_KINDS = {
     k.name: k
     for k in (
-        OpKind("gemm", "a weight-streaming GEMM"),
+        OpKind("gemm", "a weight-streaming GEMM", chain_alongside=True),
         OpKind("grouped_gemm", "the grouped GEMMs of the routed experts", "expert_rows"),
         OpKind("attention", "decode or prefill attention over the KV cache", "context",
                serial=True),
@@ -199,7 +203,8 @@ class Op:
     a kernel can split only so far); ``counted_rows`` the rows per expert a grouped GEMM's
     kernel counts to choose its m-block, tokens given × k / experts held (0: ``rows``);
     ``chain`` the steps that run one after another whatever the GPU's width (a chunked
-    recurrence's chunks along one sequence, each waiting for the last one's state);
+    recurrence's chunks along one sequence, each waiting for the last one's state; a GEMM's
+    k-loop, the reduction length summed over its kernels);
     ``engine_kernels`` 1 where a grouped GEMM runs in the kernel family its engine's path
     names (`KernelPath.moe_kernels`), else 0 (an expression: a Piecewise in the layout). The
     hardware plugin turns an Op into Terms.
@@ -391,8 +396,9 @@ class Engine:
     """What the serving engine decides (the ``engine`` section's plugin): the kernels it
     launches per decoder layer besides the model's GEMMs, attention and experts (norms,
     RoPE, quantisation, top-k, residual adds: ``layer_kernels``); a factor on the hardware's
-    kernel floors for its kernel library (``floor_factor``: 1 for the reference library the
-    floors were measured with, 0 for an estimator without floors) and one on the routed
+    kernel floors and on its kernels' serial steps (a GEMM's k-loop, a recurrence's chunk
+    chain) for its kernel library (``floor_factor``: 1 for the reference library they were
+    measured with, 0 for an estimator without floors) and one on the routed
     experts' activation traffic (``activation_factor``: 0 for an estimator of weights and
     FLOPs only); the fraction of HBM
     bandwidth its kernels stream at, where it states one (``memory_efficiency``, else the

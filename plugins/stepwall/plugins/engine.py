@@ -84,7 +84,8 @@ class EngineSpec:
     )
     floor_factor: float = quantity(
         "dimensionless",
-        "factor on the hardware's kernel floors for this engine's kernel library",
+        "factor on the hardware's kernel floors and its kernels' serial steps (a GEMM's "
+        "k-loop, a recurrence's chunk chain) for this engine's kernel library",
         latex=r"\phi",
         minimum=0.0,
         inclusive=True,

@@ -253,6 +253,12 @@ class Roof:
         "chunk's, which no parallelism hides (default: none)",
         r"\tau_{p,chunk}",
     )
+    gemm_k_latency: float | None = _optional_time(
+        "time per element of k that a GEMM at this precision walks one after another: each "
+        "output tile reduces over k in a serial loop, which no width hides at small m "
+        "(default: none)",
+        r"\tau_{p,k}",
+    )
 
 
 @attrs.frozen
@@ -327,7 +333,8 @@ def _gemm(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) 
     m, n, k = x["m"], x["n"], x["k"]
     act = sp.Integer(2) * BYTE
     op = Op("gemm", n * k * x["weight_bits"] + m * (n + k) * act, m * n * k * FLOPS_PER_MAC,
-            PLUGIN, "a GEMM", "calibration", sp.S.One, "", "gemm", t["precision"], m)  # fmt: skip
+            PLUGIN, "a GEMM", "calibration", sp.S.One, "", "gemm", t["precision"], m,
+            chain=k)  # fmt: skip
     return sp.Add(*(term.expr for term in op_terms(scenario, op, Engine(), PLUGIN)))
 
 
@@ -445,7 +452,7 @@ def stepwall_primitives() -> list[Primitive]:
     one = DIMENSIONLESS
     precision = {"precision": OP_PRECISIONS}
     roofs = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("efficiency", "half_rows"))
-    floors = tuple(f"{p}.gemm_floor" for p in PRECISIONS)
+    floors = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("gemm_floor", "gemm_k_latency"))
     grouped = tuple(f"{p}.{f}" for p in OP_PRECISIONS
                     for f in ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency",
                               "moe_floor"))  # fmt: skip

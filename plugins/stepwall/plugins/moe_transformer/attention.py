@@ -17,10 +17,12 @@ from stepwall.core.laws import (
     chunk_tokens_mean,
     compressed_attention_params,
     compressed_entries,
+    compressed_serial_k,
     compressor_params,
     gqa_kv_bytes,
     gqa_params,
     gqa_score_flops,
+    gqa_serial_k,
     index_key_bytes,
     indexer_params,
     indexer_score_flops,
@@ -29,6 +31,7 @@ from stepwall.core.laws import (
     mla_params,
     mla_prompt_score_flops,
     mla_score_flops,
+    mla_serial_k,
     mla_sparse_prompt_flops,
     paged_tokens,
     shard,
@@ -80,6 +83,8 @@ class Attention:
     window_surplus: sp.Expr = sp.S.Zero
     # a window layer's score FLOPs per KV token over a full layer's (its own head dimension)
     window_score: sp.Expr = sp.S.One
+    # the reduction lengths of a layer's projection GEMMs on one rank, summed (their k-loops)
+    serial_k: sp.Expr = sp.S.Zero
 
     @classmethod
     def of(cls, p: Pass) -> Attention:
@@ -134,7 +139,9 @@ class Attention:
                 return gqa_score_flops(m.head_dim, m.n_heads, tp, ctx)
 
             kv_token = shared_kv_bytes(m.head_dim, m.kv_bits)
-            return cls(m, rep, split, kv_token, shared_score, shared_score)
+            loops = compressed_serial_k(m.hidden, m.q_lora_rank, m.n_heads, m.head_dim,
+                                        m.o_lora_rank, m.o_groups, tp)  # fmt: skip
+            return cls(m, rep, split, kv_token, shared_score, shared_score, serial_k=loops)
         if p.spec.attention == "mla":
             rep, split = mla_params(m.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim,
                                     m.qk_rope_head_dim, m.v_head_dim, m.n_heads, tp)  # fmt: skip
@@ -147,7 +154,9 @@ class Attention:
                 return mla_prompt_score_flops(m.qk_nope_head_dim, m.qk_rope_head_dim,
                                               m.v_head_dim, m.n_heads, tp, ctx)  # fmt: skip
 
-            return cls(m, rep, split, kv_token, score, prompt_score)
+            loops = mla_serial_k(m.hidden, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim,
+                                 m.v_head_dim, m.n_heads, tp)  # fmt: skip
+            return cls(m, rep, split, kv_token, score, prompt_score, serial_k=loops)
         # values narrower than queries and keys: every GQA law is linear in 2·d_h, so the
         # mean (d_qk + d_v)/2 prices q·k and p·v, the k and v caches and q, k, v, o exactly
         spec = p.spec
@@ -159,7 +168,8 @@ class Attention:
         def gqa_score(ctx: sp.Expr) -> sp.Expr:
             return gqa_score_flops(d, m.n_heads, tp, ctx)
 
-        att = cls(m, rep, split, kv_token, gqa_score, gqa_score)
+        att = cls(m, rep, split, kv_token, gqa_score, gqa_score,
+                  serial_k=gqa_serial_k(m.hidden, m.n_heads, d, tp))  # fmt: skip
         if spec.window_kv_heads == 0 and spec.window_head_dim == 0 and tensors == 2:
             return att
         # sliding-window layers of their own geometry (KV heads, head dimension, keys and
@@ -328,7 +338,8 @@ def add_attention(p: Pass, att: Attention) -> None:
     m, spec, step = p.m, p.spec, p.step
     p.gemm("attention.projections", att.weights, m.attention_bits, step.tokens_rank,
            "attention", "attention projections (weights read once per step)",
-           ATTENTION_GEMMS[spec.attention] * att.layers, spec.attention_math)  # fmt: skip
+           ATTENTION_GEMMS[spec.attention] * att.layers, spec.attention_math,
+           serial_k=att.layers * att.serial_k)  # fmt: skip
     attended, kv_token = att.attended, att.kv_token
 
     def new(ctx: sp.Expr) -> sp.Expr:  # the pass's own tokens: prompts in a prefill pass

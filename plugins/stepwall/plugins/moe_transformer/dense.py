@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from stepwall.core.laws import ffn_params, shard
+from stepwall.core.laws import ffn_params, ffn_serial_k, shard
 from stepwall.core.terms import Collective, Op
 from stepwall.plugins.moe_transformer.spec import PLUGIN
 from stepwall.plugins.moe_transformer.work import Pass
@@ -30,13 +30,16 @@ def add_dense(p: Pass) -> None:
     m, spec, step = p.m, p.spec, p.step
     if spec.n_dense_layers > 0 or not p.has_moe:
         p.gemm("dense.ffn", _ffn(p), m.dense_bits, step.tokens_rank, "dense",
-               "dense FFN layers (gate-up, down)", 2 * p.n_dense, spec.dense_math)  # fmt: skip
+               "dense FFN layers (gate-up, down)", 2 * p.n_dense, spec.dense_math,
+               serial_k=p.n_dense * ffn_serial_k(m.hidden, m.dense_intermediate,
+                                                 p.layout.tp))  # fmt: skip
     # logits for every verified token when decoding; for the last prompt token otherwise
     # (the last prompt token is on one rank of a context-parallel split)
     head_rows = (sp.S.One if p.context_split
                  else step.users_per_rank * (1 if p.prefill else step.tokens_per_user))  # fmt: skip
     p.gemm("lm_head", _head(p), m.embedding_bits, head_rows, "dense",
-           "LM head (vocabulary-parallel)", sp.Integer(1), spec.embedding_math)  # fmt: skip
+           "LM head (vocabulary-parallel)", sp.Integer(1), spec.embedding_math,
+           serial_k=m.hidden)  # fmt: skip
     act = m.hidden * m.activation_bits
     kernels = p.engine.layer_kernels
     p.ops.append(Op("layers.elementwise", 2 * step.tokens_rank * act * m.n_layers * kernels,

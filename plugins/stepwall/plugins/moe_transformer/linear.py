@@ -16,6 +16,7 @@ from stepwall.core.laws import (
     linear_state_elements,
     linear_state_flops,
     linear_state_params,
+    shard,
 )
 from stepwall.core.symbols import min_of
 from stepwall.core.terms import Op
@@ -44,9 +45,12 @@ def add_linear(p: Pass) -> sp.Expr:
     tokens (`add_chunks`); returns their weights' bytes."""
     m, spec, step = p.m, p.spec, p.step
     weights = m.linear_layers * linear_params(p)
+    # in_proj reduces over h, out_proj over the rank's ⌈H_v/TP⌉ heads of d_v
+    heads = m.linear_value_heads * shard(m.linear_value_heads, p.layout.tp)
     p.gemm("linear.projections", weights, m.attention_bits, step.tokens_rank, "attention",
            "linear-attention projections (in_proj, out_proj)", 2 * m.linear_layers,
-           spec.attention_math)  # fmt: skip
+           spec.attention_math,
+           serial_k=m.linear_layers * (m.hidden + heads * m.linear_value_dim))  # fmt: skip
     state = linear_state_elements(m.linear_value_heads, m.linear_key_dim, m.linear_value_dim,
                                   p.layout.tp) * m.state_bits  # fmt: skip
     # each request's state is read and written once per pass (its own tokens in order)

@@ -16,6 +16,7 @@ from stepwall.core.laws import (
     destination_ranks,
     expected_distinct_experts,
     ffn_params,
+    ffn_serial_k,
     moe_activation_bytes,
     rank_reach,
     shard,
@@ -107,16 +108,7 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
                     "routed experts' activations: each token quantised and combined, each "
                     "pick's row read, written and read back", "moe", sp.S.Zero, p.experts_lane,
                     "grouped_gemm", spec.expert_math, engine_kernels=own))  # fmt: skip
-    if spec.n_shared_experts > 0:  # their own GEMMs, where not fused into the routed kernel
-        p.gemm("moe.shared_experts", (1 - fused) * n_moe * m.n_shared_experts * shared,
-               m.shared_expert_bits, tokens_rank, "moe", "shared experts (every token)",
-               (1 - fused) * 2 * n_moe, spec.shared_expert_math, overlap=shared_lane)  # fmt: skip
-    p.gemm("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
-           "dense", "router logits", n_moe, "bf16")  # fmt: skip
-    if spec.moe_latent > 0:
-        p.gemm("moe.latent_projections", _latent_params(p, n_moe), m.attention_bits, tokens_rank,
-               "moe", "latent MoE: each token projected to the experts' latent and back",
-               2 * n_moe, spec.attention_math)  # fmt: skip
+    _every_token_gemms(p, shared, fused, shared_lane)
     per_domain = _ranks_per_domain(p.scenario, layout.tp, ep)
     copies, across, how, (there, back) = _dispatch(p, per_domain)
     # the busiest rank sends its tokens' copies (imbalance: it also receives the most)
@@ -144,6 +136,26 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
     if spec.moe_latent > 0:
         out["latent_projections"] = _latent_params(p, n_moe) * m.attention_bits
     return out
+
+
+def _every_token_gemms(p: Pass, shared: sp.Expr, fused: sp.Expr, shared_lane: str) -> None:
+    """The MoE layers' GEMMs every token goes through: the shared experts' gate-up and down
+    (their intermediates side by side; none where the engine fuses them into the routed
+    kernel), the router, and a latent MoE's projections down to the latent and back."""
+    m, spec, tokens_rank, n_moe = p.m, p.spec, p.step.tokens_rank, p.n_moe
+    if spec.n_shared_experts > 0:
+        loops = ffn_serial_k(m.hidden, m.n_shared_experts * m.expert_intermediate, p.layout.tp)
+        p.gemm("moe.shared_experts", (1 - fused) * n_moe * m.n_shared_experts * shared,
+               m.shared_expert_bits, tokens_rank, "moe", "shared experts (every token)",
+               (1 - fused) * 2 * n_moe, spec.shared_expert_math, overlap=shared_lane,
+               serial_k=(1 - fused) * n_moe * loops)  # fmt: skip
+    p.gemm("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
+           "dense", "router logits", n_moe, "bf16", serial_k=n_moe * m.hidden)  # fmt: skip
+    if spec.moe_latent > 0:
+        p.gemm("moe.latent_projections", _latent_params(p, n_moe), m.attention_bits, tokens_rank,
+               "moe", "latent MoE: each token projected to the experts' latent and back",
+               2 * n_moe, spec.attention_math,
+               serial_k=n_moe * (m.hidden + m.moe_latent))  # fmt: skip
 
 
 def _dispatch(p: Pass, per_domain: sp.Expr) -> tuple[sp.Expr, sp.Expr | None, str, tuple[str, str]]:
@@ -197,20 +209,23 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
     why = "MTP draft module: one pass per draft token"
 
     def op(name: str, params: sp.Expr, bits: sp.Expr, kernels: sp.Expr, kind: str,
-           math: str, rows: sp.Expr = users, flops: sp.Expr | None = None) -> Op:  # fmt: skip
+           math: str, rows: sp.Expr = users, flops: sp.Expr | None = None,
+           serial_k: sp.Expr = sp.S.Zero) -> Op:  # fmt: skip
         work = params * users * FLOPS_PER_MAC if flops is None else flops
         return Op(name, passes * params * bits, passes * work, PLUGIN, why, "spec",
-                  passes * kernels, "", kind, math, rows)  # fmt: skip
+                  passes * kernels, "", kind, math, rows, chain=passes * serial_k)  # fmt: skip
 
     ops = [
         op("draft.attention", layers * (att.params + att.indexer), m.attention_bits,
-           layers * ATTENTION_GEMMS[spec.attention], "gemm", spec.attention_math),
+           layers * ATTENTION_GEMMS[spec.attention], "gemm", spec.attention_math,
+           serial_k=layers * att.serial_k),
         Op("draft.attention_core", passes * users * layers * context * att.kv_token,
            sp.Integer(0), PLUGIN, why, "spec", passes * layers, "", core_kind(spec),
            spec.attention_core_math),
         op("draft.experts", layers * hit * expert, m.expert_bits, layers, "grouped_gemm",
            spec.expert_math, picks / hit, layers * expert * picks * FLOPS_PER_MAC),
-        op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math),
+        op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math,
+           serial_k=m.hidden),
     ]  # fmt: skip
     per_domain = _ranks_per_domain(p.scenario, layout.tp, layout.ep)
     copies, across, how, (there, back) = _dispatch(p, per_domain)  # as the target's layers
@@ -227,10 +242,12 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
                    per_domain, reach, nic and nic * m.activation_bits),
     ]  # fmt: skip
     if spec.n_shared_experts > 0:
+        loops = ffn_serial_k(m.hidden, m.n_shared_experts * m.expert_intermediate, layout.tp)
         ops.append(op("draft.shared_experts", layers * m.n_shared_experts * _expert(
             m, layout.tp, m.hidden), m.shared_expert_bits, layers, "gemm",
-            spec.shared_expert_math))  # fmt: skip
+            spec.shared_expert_math, serial_k=layers * loops))  # fmt: skip
     if spec.moe_latent > 0:
         ops.append(op("draft.latent_projections", _latent_params(p, layers), m.attention_bits,
-                      2 * layers, "gemm", spec.attention_math))  # fmt: skip
+                      2 * layers, "gemm", spec.attention_math,
+                      serial_k=layers * (m.hidden + m.moe_latent)))  # fmt: skip
     return ops

@@ -97,14 +97,17 @@ class Pass:
         kernels: sp.Expr,
         math: str,
         overlap: str | None = None,
+        *,
+        serial_k: sp.Expr,
     ) -> None:
-        """A weight-streaming GEMM over ``params`` weights; each micro-batch streams the
-        weights again. ``overlap`` defaults to the attention side's lane."""
+        """A weight-streaming GEMM over ``params`` weights in ``kernels`` kernels whose
+        reduction lengths sum to ``serial_k`` (their k-loops); each micro-batch streams the
+        weights and walks the loops again. ``overlap`` defaults to the attention side's lane."""
         lane = self.lane if overlap is None else overlap
         batches = self.batches
         self.ops.append(Op(name, batches * params * bits, params * rows * FLOPS_PER_MAC, PLUGIN,
                            why, group, batches * kernels, lane, "gemm", math,
-                           rows / batches))  # fmt: skip
+                           rows / batches, chain=batches * serial_k))  # fmt: skip
 
 
 def prefill_passes(p: Pass, weights: sp.Expr) -> Op:
