@@ -36,6 +36,17 @@ def _expert(m: Any, tp: sp.Expr, width: sp.Expr) -> sp.Expr:
     )
 
 
+def _shared_serial_k(m: Any, tp: sp.Expr) -> sp.Expr:
+    """The reduction lengths of a layer's shared experts' gate-up and down on one TP rank,
+    their intermediates side by side (`ffn_serial_k`)."""
+    return ffn_serial_k(m.hidden, m.n_shared_experts * m.expert_intermediate, tp)
+
+
+def _latent_serial_k(m: Any) -> sp.Expr:
+    """The reduction lengths of a latent MoE layer's projections, down (h) and up (ℓ)."""
+    return m.hidden + m.moe_latent
+
+
 def _routed_width(p: Pass) -> sp.Expr:
     """The width routed experts work at and dispatch carries: the latent ℓ of a latent MoE
     (NVIDIA, "LatentMoE", 2026, as Nemotron 3 Super runs it: the router reads the hidden state,
@@ -144,18 +155,16 @@ def _every_token_gemms(p: Pass, shared: sp.Expr, fused: sp.Expr, shared_lane: st
     kernel), the router, and a latent MoE's projections down to the latent and back."""
     m, spec, tokens_rank, n_moe = p.m, p.spec, p.step.tokens_rank, p.n_moe
     if spec.n_shared_experts > 0:
-        loops = ffn_serial_k(m.hidden, m.n_shared_experts * m.expert_intermediate, p.layout.tp)
         p.gemm("moe.shared_experts", (1 - fused) * n_moe * m.n_shared_experts * shared,
                m.shared_expert_bits, tokens_rank, "moe", "shared experts (every token)",
                (1 - fused) * 2 * n_moe, spec.shared_expert_math, overlap=shared_lane,
-               serial_k=(1 - fused) * n_moe * loops)  # fmt: skip
+               serial_k=(1 - fused) * n_moe * _shared_serial_k(m, p.layout.tp))  # fmt: skip
     p.gemm("moe.router", n_moe * m.hidden * m.n_experts, m.attention_bits, tokens_rank,
            "dense", "router logits", n_moe, "bf16", serial_k=n_moe * m.hidden)  # fmt: skip
     if spec.moe_latent > 0:
         p.gemm("moe.latent_projections", _latent_params(p, n_moe), m.attention_bits, tokens_rank,
                "moe", "latent MoE: each token projected to the experts' latent and back",
-               2 * n_moe, spec.attention_math,
-               serial_k=n_moe * (m.hidden + m.moe_latent))  # fmt: skip
+               2 * n_moe, spec.attention_math, serial_k=n_moe * _latent_serial_k(m))  # fmt: skip
 
 
 def _dispatch(p: Pass, per_domain: sp.Expr) -> tuple[sp.Expr, sp.Expr | None, str, tuple[str, str]]:
@@ -242,12 +251,11 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
                    per_domain, reach, nic and nic * m.activation_bits),
     ]  # fmt: skip
     if spec.n_shared_experts > 0:
-        loops = ffn_serial_k(m.hidden, m.n_shared_experts * m.expert_intermediate, layout.tp)
         ops.append(op("draft.shared_experts", layers * m.n_shared_experts * _expert(
             m, layout.tp, m.hidden), m.shared_expert_bits, layers, "gemm",
-            spec.shared_expert_math, serial_k=layers * loops))  # fmt: skip
+            spec.shared_expert_math, serial_k=layers * _shared_serial_k(m, layout.tp)))  # fmt: skip
     if spec.moe_latent > 0:
         ops.append(op("draft.latent_projections", _latent_params(p, layers), m.attention_bits,
                       2 * layers, "gemm", spec.attention_math,
-                      serial_k=layers * (m.hidden + m.moe_latent)))  # fmt: skip
+                      serial_k=layers * _latent_serial_k(m)))  # fmt: skip
     return ops
