@@ -63,6 +63,26 @@ def test_a_repair_hint_satisfies_every_constraint(scenario: str, sets: list[str]
     build_model(scenario, fixed).check()
 
 
+@pytest.mark.parametrize("typed", ["2000", "1e6", "1e20", "1e30"])
+def test_a_workload_hint_is_the_largest_size_that_fits(typed: str) -> None:
+    """However large the size typed (past int64 too), the hint for an overflowing workload
+    size is the largest whole value that fits: it passes every constraint and one more user
+    does not. Memory grows with users, so the largest is one point, found by stepping the
+    users down one at a time from the first refusal (written here, not the hint's search)."""
+    text = _refusal("dsv3-h200-tp8", [f"workload.concurrency={typed}"])
+    found = HINT.search(text)
+    assert found, text
+    key, value = found.groups()
+    assert key == "workload.concurrency"
+    build_model("dsv3-h200-tp8", [f"{key}={value}"]).check()
+    _refusal("dsv3-h200-tp8", [f"{key}={int(value) + 1}"])
+    m = build_model("dsv3-h200-tp8")
+    users = m.parameter("workload.concurrency")
+    sizes = np.arange(1.0, 1024.0)
+    fits = np.asarray(m.evaluate({users: sizes})["feasible"], dtype=bool)
+    assert int(sizes[fits].max()) == int(value)
+
+
 def test_no_hint_where_no_single_value_fits() -> None:
     """EP-150 on 144 GPUs at 9,000 tokens of context: no EP degree fits both the cluster and
     memory, so no hint is given rather than one that breaks another constraint."""

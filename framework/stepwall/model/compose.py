@@ -732,22 +732,46 @@ def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, floa
             sym = model.parameter(key)
         except Exception:
             continue
-        now = int(values[sym])
+        now = float(values[sym])  # a float: a size typed as 1e20 is past int64
         if key.startswith("parallel."):
-            limit = min(max(_cluster_gpus(model, values), 2 * now, 8), HINT_LIMIT)
+            limit = int(min(max(_cluster_gpus(model, values), 2 * now, 8), HINT_LIMIT))
             cand = np.arange(1, limit + 1, dtype=float)
+            ok = _feasible_at(model, values, sym, cand)
+            if ok.any():
+                best = min(cand[ok], key=lambda v: (abs(v - now), -v))
+                return f"{key} = {int(best)} satisfies every constraint"
         else:
-            cand = np.unique(np.round(np.linspace(1, max(now - 1, 1), HINT_LIMIT)))
-        ev = model.evaluate({**{s: v for s, v in values.items() if s != sym}, sym: cand})
-        ok = np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), cand.shape)
-        if not ok.any():
-            continue
-        if key.startswith("parallel."):
-            best = min(cand[ok], key=lambda v: (abs(v - now), -v))
-        else:
-            best = float(cand[ok].max())
-        return f"{key} = {int(best)} satisfies every constraint"
+            largest = _largest_feasible_below(model, values, sym, now)
+            if largest is not None:
+                return f"{key} = {int(largest)} satisfies every constraint"
     return ""
+
+
+def _feasible_at(
+    model: StepModel, values: Mapping[sp.Symbol, float], sym: sp.Symbol, cand: np.ndarray
+) -> np.ndarray:
+    """Whether every constraint holds with ``sym`` at each of ``cand`` (one vectorized call)."""
+    ev = model.evaluate({**{s: v for s, v in values.items() if s != sym}, sym: cand})
+    return np.broadcast_to(np.asarray(ev["feasible"], dtype=bool), cand.shape)
+
+
+def _largest_feasible_below(
+    model: StepModel, values: Mapping[sp.Symbol, float], sym: sp.Symbol, now: float
+) -> float | None:
+    """The largest whole value under ``now`` at which every constraint holds, or None: the
+    largest feasible point of a geometric grid from 1, then of a linear grid up to the next
+    grid point (exact where feasibility is monotone, as memory is in users and context;
+    a feasible value in any case). Two calls of `HINT_LIMIT` points, whatever ``now`` is."""
+    top = max(now - 1, 1.0)
+    coarse = np.unique(np.round(np.geomspace(1, top, HINT_LIMIT)))
+    ok = _feasible_at(model, values, sym, coarse)
+    if not ok.any():
+        return None
+    low = float(coarse[ok].max())
+    above = coarse[coarse > low]
+    high = float(above.min()) - 1 if above.size else low
+    fine = np.unique(np.round(np.linspace(low, max(high, low), HINT_LIMIT)))
+    return float(fine[_feasible_at(model, values, sym, fine)].max())
 
 
 def _cluster_gpus(model: StepModel, values: Mapping[sp.Symbol, float]) -> int:
