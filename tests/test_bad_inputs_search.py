@@ -32,6 +32,14 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("ttft-bytes", [*SMALL, "--ttft", "<=2GB"], REFUSE, "--ttft:<=2GB: '2GB' is not s"),
     ("ttft-negative", [*SMALL, "--ttft", "<=-1s"], REFUSE, "--ttft:<=-1s"),
     ("ttft-zero", [*SMALL, "--ttft", "<=0s"], REFUSE, "a value > 0 in s"),
+    # a percentile that is not priced is named as such, not read as an unknown metric
+    ("ttft-p95", [*SMALL, "--ttft", "p95<=2s"], REFUSE,
+     "--ttft: p95 is not a percentile stepwall prices (expected one of p50, median, p90, p99"),
+    ("ttft-p99.9", [*SMALL, "--ttft", "p99.9<=2s"], REFUSE, "p99.9 is not a percentile"),
+    ("ttft-p900", [*SMALL, "--ttft", "p900 <= 2s"], REFUSE, "p900 is not a percentile"),
+    ("tpot-p90", [*SMALL, "--tpot", "p90<=30ms"], REFUSE,
+     "p90 is not a percentile stepwall prices (expected one of p50, median, or none for the "
+     "median, e.g. <=30ms)"),
     ("where-bytes-for-time", [*SMALL, "--where", "e2e_latency_s<=60GB"], REFUSE, "is not s"),
     ("where-unit-for-count", [*SMALL, "--where", "gpus<=8s"], REFUSE, "--where:gpus<=8s"),
     # contradictory conditions

@@ -1778,11 +1778,22 @@ def parse_sla(
     picks the metric of ``metrics``; none means the median."""
     t = text_.strip()
     for prefix, metric in metrics.items():
-        if t.startswith(prefix):
+        if prefix and t.startswith(prefix) and _COMPARATOR.match(t[len(prefix) :]):
             return metric, t[len(prefix) :].strip()
+    named = _PERCENTILE.match(t)
+    if named:
+        priced = ", ".join(k for k in metrics if k)
+        example = "p90<=2s" if "p90" in metrics else "<=30ms"
+        raise SpecError(command, flag, f"{named.group(1)} is not a percentile stepwall prices",
+                        f"one of {priced}, or none for the median, e.g. {example}")  # fmt: skip
+    if "" in metrics:
+        return metrics[""], t
     raise SpecError(command, flag, f"cannot read {text_!r}",
                     f"[{'|'.join(k for k in metrics if k)}]<=VALUE, e.g. p90<=2s")  # fmt: skip
 
+
+_PERCENTILE = re.compile(r"(p\d+(?:\.\d+)?)\s*[<>=]")  # a percentile asked for: p95<=2s
+_COMPARATOR = re.compile(r"\s*[<>=]")
 
 # each SLA flag's percentile prefixes and the metric each picks ("": none, the median)
 TTFT = {"p50": "ttft_s", "median": "ttft_s", "p90": "ttft_p90_s", "p99": "ttft_p99_s", "": "ttft_s"}
