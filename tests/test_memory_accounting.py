@@ -3,6 +3,7 @@ feasible."""
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -81,6 +82,22 @@ def test_a_workload_hint_is_the_largest_size_that_fits(typed: str) -> None:
     sizes = np.arange(1.0, 1024.0)
     fits = np.asarray(m.evaluate({users: sizes})["feasible"], dtype=bool)
     assert int(sizes[fits].max()) == int(value)
+
+
+def test_a_rate_hint_is_a_rate_that_fits() -> None:
+    """A request rate is not a count: its hint is a quantity in its own unit, the largest
+    at three significant digits that holds every constraint; the next one up at that
+    precision does not."""
+    sets = ["workload.arrival=poisson", 'workload.request_rate="1000 1/s"']
+    text = _refusal("dsr1-fp8-h200-dep8-trt-serving", sets)
+    found = re.search(r'workload\.request_rate = "([\d.]+) 1/s" satisfies every constraint', text)
+    assert found, text
+    rate = float(found.group(1))
+    fixed = [*sets[:1], f'workload.request_rate="{rate} 1/s"']
+    build_model("dsr1-fp8-h200-dep8-trt-serving", fixed).check()
+    step = 10.0 ** (math.floor(math.log10(rate)) - 2)
+    above = f'workload.request_rate="{rate + step:.6g} 1/s"'
+    _refusal("dsr1-fp8-h200-dep8-trt-serving", [*sets[:1], above])
 
 
 def test_no_hint_where_no_single_value_fits() -> None:

@@ -17,6 +17,7 @@ Expressions stay symbolic in every parameter; numbers enter only in `evaluate`, 
 from __future__ import annotations
 
 import difflib
+import math
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,6 +46,7 @@ from stepwall.core.terms import (
     Workload,
     check_kinds,
 )
+from stepwall.core.units import format_quantity
 from stepwall.model.constraints import HINT_LIMIT, Violation, composer_constraints, explain
 from stepwall.model.economics import energy_metrics
 from stepwall.model.metrics import (
@@ -741,9 +743,15 @@ def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, floa
                 best = min(cand[ok], key=lambda v: (abs(v - now), -v))
                 return f"{key} = {int(best)} satisfies every constraint"
         else:
-            largest = _largest_feasible_below(model, values, sym, now)
+            # a count (users, tokens) takes whole values; a rate, any value of its unit
+            f = model.scenario.field(key)
+            rate = None if f is None or f.metadata["integer"] else f.metadata["dim"]
+            whole = rate is None or rate.dimensionless
+            largest = _largest_feasible_below(model, values, sym, now, whole)
             if largest is not None:
-                return f"{key} = {int(largest)} satisfies every constraint"
+                shown = (str(int(largest)) if whole or rate is None
+                         else f'"{format_quantity(largest, rate)}"')  # fmt: skip
+                return f"{key} = {shown} satisfies every constraint"
     return ""
 
 
@@ -756,22 +764,35 @@ def _feasible_at(
 
 
 def _largest_feasible_below(
-    model: StepModel, values: Mapping[sp.Symbol, float], sym: sp.Symbol, now: float
-) -> float | None:
-    """The largest whole value under ``now`` at which every constraint holds, or None: the
-    largest feasible point of a geometric grid from 1, then of a linear grid up to the next
-    grid point (exact where feasibility is monotone, as memory is in users and context;
-    a feasible value in any case). Two calls of `HINT_LIMIT` points, whatever ``now`` is."""
-    top = max(now - 1, 1.0)
-    coarse = np.unique(np.round(np.geomspace(1, top, HINT_LIMIT)))
+    model: StepModel, values: Mapping[sp.Symbol, float], sym: sp.Symbol, now: float,
+    whole: bool = True,
+) -> float | None:  # fmt: skip
+    """The largest value under ``now`` at which every constraint holds, or None: the largest
+    feasible point of a geometric grid (from 1 for a whole count, from ``now``/10⁶ for a
+    rate), then of a linear grid up to the next grid point (exact where feasibility is
+    monotone, as memory is in users and context; a feasible value in any case). A rate is
+    rounded down to three significant digits where that still holds. Three vectorized
+    calls, whatever ``now`` is."""
+
+    def snap(v: np.ndarray) -> np.ndarray:
+        return np.unique(np.round(v)) if whole else np.unique(v)
+
+    top = max(now - 1, 1.0) if whole else now * (1 - 1e-9)
+    coarse = snap(np.geomspace(1.0 if whole else now * 1e-6, top, HINT_LIMIT))
     ok = _feasible_at(model, values, sym, coarse)
     if not ok.any():
         return None
     low = float(coarse[ok].max())
     above = coarse[coarse > low]
-    high = float(above.min()) - 1 if above.size else low
-    fine = np.unique(np.round(np.linspace(low, max(high, low), HINT_LIMIT)))
-    return float(fine[_feasible_at(model, values, sym, fine)].max())
+    high = (float(above.min()) - (1 if whole else 0)) if above.size else low
+    fine = snap(np.linspace(low, max(high, low), HINT_LIMIT))
+    best = float(fine[_feasible_at(model, values, sym, fine)].max())
+    if whole:
+        return best
+    digits = 2 - math.floor(math.log10(best))
+    rounded = math.floor(best * 10**digits) / 10**digits
+    held = _feasible_at(model, values, sym, np.array([rounded]))
+    return rounded if rounded > 0 and bool(held[0]) else best
 
 
 def _cluster_gpus(model: StepModel, values: Mapping[sp.Symbol, float]) -> int:
