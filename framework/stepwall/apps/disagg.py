@@ -753,8 +753,7 @@ def with_launches(result: DisaggResult, emit: str, kinds: Any) -> DisaggResult:
             options.append({**o, "point": p})
         best.append({**t, "options": options})
     if refusals and not launched:  # no deployment can be launched: say why
-        raise SpecError("search --disagg", "--emit", f"no best deployment can be launched with "
-                        f"{emit}: {refusals[0]}", f"--engine with a {emit} profile")  # fmt: skip
+        raise launch.none_launched("search --disagg", "best deployment", emit, refusals[0])
     return attrs.evolve(result, best=tuple(best))
 
 

@@ -176,6 +176,12 @@ def for_points(
     return out
 
 
+def none_launched(where: str, what: str, emit: str, reason: str) -> SpecError:
+    """The error where no ``what`` can be launched with ``emit``: the first point's
+    ``reason``, which already says what was expected."""
+    return SpecError(where, "--emit", f"no {what} can be launched with {emit}: {reason}", "")
+
+
 def json_of(lau: Launch | str | None) -> Any:
     """A launch as the JSON documents carry it (`document`), a reason as ``{"refused": …}``,
     no point as None."""

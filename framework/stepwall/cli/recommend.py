@@ -255,9 +255,7 @@ def _launches(candidates: Sequence[Mapping[str, Any]], emit: str, kinds: Any) ->
             out.append(launch_app.json_of(launch_app.for_points([c], emit, kinds, strict=False)[0]))
     refusals = [d["refused"] for x in out for d in _sides(x) if "refused" in d]
     if refusals and not any(all("commands" in d for d in _sides(x)) for x in out):
-        # the refusal already says what was expected
-        raise SpecError("recommend", "--emit", f"no candidate can be launched with {emit}: "
-                        f"{refusals[0]}", "")  # fmt: skip
+        raise launch_app.none_launched("recommend", "candidate", emit, refusals[0])
     return out
 
 
