@@ -1775,7 +1775,7 @@ def parse_sla(
     text_: str, flag: str, metrics: Mapping[str, str], command: str = "search"
 ) -> tuple[str, str]:
     """``"p90<=2s"`` -> ("ttft_p90_s", "<=2s"): a percentile prefix (p50/median, p90, p99)
-    picks the metric of ``metrics``; none means the median."""
+    picks the metric of ``metrics``; none means the median (``metrics[""]``)."""
     t = text_.strip()
     for prefix, metric in metrics.items():
         if prefix and t.startswith(prefix) and _COMPARATOR.match(t[len(prefix) :]):
@@ -1786,10 +1786,7 @@ def parse_sla(
         example = "p90<=2s" if "p90" in metrics else "<=30ms"
         raise SpecError(command, flag, f"{named.group(1)} is not a percentile stepwall prices",
                         f"one of {priced}, or none for the median, e.g. {example}")  # fmt: skip
-    if "" in metrics:
-        return metrics[""], t
-    raise SpecError(command, flag, f"cannot read {text_!r}",
-                    f"[{'|'.join(k for k in metrics if k)}]<=VALUE, e.g. p90<=2s")  # fmt: skip
+    return metrics[""], t  # no prefix: the median, or a metric the condition names
 
 
 _PERCENTILE = re.compile(r"(p\d+(?:\.\d+)?)\s*[<>=]")  # a percentile asked for: p95<=2s

@@ -745,12 +745,11 @@ def repair_hint(model: StepModel, c: Constraint, values: Mapping[sp.Symbol, floa
         else:
             # a count (users, tokens) takes whole values; a rate, any value of its unit
             f = model.scenario.field(key)
-            rate = None if f is None or f.metadata["integer"] else f.metadata["dim"]
-            whole = rate is None or rate.dimensionless
-            largest = _largest_feasible_below(model, values, sym, now, whole)
+            dim = None if f is None or f.metadata["integer"] else f.metadata["dim"]
+            rate = None if dim is None or dim.dimensionless else dim
+            largest = _largest_feasible_below(model, values, sym, now, whole=rate is None)
             if largest is not None:
-                shown = (str(int(largest)) if whole or rate is None
-                         else f'"{format_quantity(largest, rate)}"')  # fmt: skip
+                shown = str(int(largest)) if rate is None else f'"{format_quantity(largest, rate)}"'
                 return f"{key} = {shown} satisfies every constraint"
     return ""
 
