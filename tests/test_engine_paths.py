@@ -31,7 +31,7 @@ from stepwall.core.units import DIMENSIONLESS, parse_quantity
 from stepwall.plugins.engine import kernel_paths
 from stepwall.plugins.gpu import BYTE
 from stepwall.spec.validation import load_scenario
-from stepwall.testing import registry
+from stepwall.testing import model, registry
 
 PREFILL = "dsv3-h200-tp8-prefill"  # DeepSeek FP8 prefill on one H200 node, vllm
 SPECS = catalog_root()
@@ -188,6 +188,47 @@ def test_sglang_experts_run_in_their_own_kernel_family_where_the_op_says(tmp_pat
     other = load_scenario(PREFILL, kinds, ["engine=sglang", f"hardware={plain}"])
     ran, stated = (op_terms(other, probe(weights, 1e3, w), engine, "test") for w in (1, 0))
     assert [t.expr for t in ran] == [t.expr for t in stated]
+
+
+def test_a_family_pays_its_fixed_time_for_each_expert_it_runs() -> None:
+    """H200's [triton] family states a fixed time per expert (moe_expert_latency, fitted to
+    SGLang's Triton MoE table): a grouped GEMM running E experts in it floors at its kernel
+    floor plus E times that time (× the engine's floor factor), its roofline unchanged; in a
+    family that states none ([fp8]: CUTLASS), the experts add nothing."""
+    kinds = registry().kinds
+    sc = load_scenario(PREFILL, kinds, ["engine=sglang"])
+    (path,) = kernel_paths(sc)
+    engine = Engine(kernel_paths=(path,), floor_factor=sp.Float(1.5))
+
+    def times(w: int, experts: float) -> list[float]:
+        op = attrs.evolve(an_op("fp8", 4e9, 1e3, "grouped_gemm", kernels=2),
+                          engine_kernels=w, experts=experts)  # fmt: skip
+        out = []
+        for term in op_terms(sc, op, engine, "test"):
+            values = {**sc.values, **constants_in([term.expr])}
+            out.append(float(term.expr.subs(values)))
+        return out
+
+    per_expert = si(H200["triton"]["moe_expert_latency"])
+    assert per_expert > 0 and "moe_expert_latency" not in H200["fp8"]
+    (stream, floor), (stream_n, floor_n) = times(1, 0), times(1, 300)
+    assert stream_n == pytest.approx(stream)
+    assert floor == pytest.approx(2 * si(H200["triton"]["moe_floor"]) * 1.5)
+    assert floor_n - floor == pytest.approx(300 * per_expert * 1.5)
+    assert times(0, 300) == pytest.approx(times(0, 0))
+
+
+def test_the_routed_experts_count_the_experts_each_gpu_runs() -> None:
+    """moe.routed_experts carries the experts its kernels run on the busiest GPU, summed over
+    the MoE layers: the expected distinct experts a step's tokens hit,
+    E·(1 − (1 − k/E)^T), over ep, per layer, which the op's bytes state too."""
+    built = model("qwen35-fp8-h200-tep8-sglang", sets=["workload.kind=decode",
+                  "workload.input_tokens=1024", "workload.context=1536"])  # fmt: skip
+    (op,) = [o for o in built.workload.ops if o.name == "moe.routed_experts"]
+    values = {**built.scenario.values, **constants_in([op.experts])}
+    experts, tokens, layers = 512, 64, 60
+    hit = experts * (1 - (1 - 10 / experts) ** tokens)
+    assert float(op.experts.subs(values)) == pytest.approx(layers * hit, rel=1e-6)
 
 
 def plain_h200(tmp_path: Path) -> Path:

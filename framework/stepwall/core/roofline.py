@@ -17,7 +17,10 @@ bandwidth efficiency and kernel floor):
 - its floors, kernels × t_floor(kind) × φ: the fixed time of each kernel launch-to-finish
   under CUDA graphs (a GEMM at its precision, with the activation quantisation it needs; a
   grouped-GEMM MoE op; an attention kernel; a small kernel), for the engine's kernel
-  library (φ, `Engine.floor_factor`).
+  library (φ, `Engine.floor_factor`); where a grouped-GEMM family states
+  ``moe_expert_latency`` t_e, also t_e·φ for each expert its kernels run (`Op.experts`):
+  each expert's tiles fill and drain the pipeline whatever its bytes, so small experts
+  stream below the family's plateau rate (docs/calibration.md, "A fixed time per expert").
 
 A kernel family (the routed experts' grouped GEMMs, attention kernels) may have its own
 plateau, streaming efficiency, floor, n½ and per-sequence rate at a precision: where that
@@ -184,7 +187,7 @@ def _priced(scenario: Scenario, op: Op, engine: Engine, plugin: str, kind: OpKin
     family = library or (path.runs_as if path.runs_as in WEIGHT_ONLY else used)
     at_family = f"hardware.{family}"
     stated_at = scenario.section(at_family) if at_family in scenario.sections else None
-    own = _own(stated_at, getattr(hw, family, None), FAMILY.get(kind.ramp, ("",) * 6))
+    own = _own(stated_at, getattr(hw, family, None), FAMILY.get(kind.ramp, ("",) * 7))
     if kind.name in KIND_FAMILY:  # a kernel family within the ramp's: its own values first
         mine = _own(stated_at, getattr(hw, family, None), KIND_FAMILY[kind.name])
         own = [m if m is not None else o for m, o in zip(mine, own, strict=True)]
@@ -216,29 +219,32 @@ def _priced(scenario: Scenario, op: Op, engine: Engine, plugin: str, kind: OpKin
                           op.group, lane))  # fmt: skip
     if op.kernels != 0:
         floor = floor_time(op.kernels, per_kernel, engine.floor_factor)
-        terms.append(Term(f"{op.name}.floor", floor, plugin,
-                          f"{op.kind} kernel floors × engine factor", op.group, lane))  # fmt: skip
+        why_floor = f"{op.kind} kernel floors × engine factor"
+        if op.experts != 0 and own[6] is not None:  # the family's fixed time per expert
+            floor += floor_time(op.experts, own[6], engine.floor_factor)
+            why_floor = f"{op.kind} kernel floors and a fixed time per expert × engine factor"
+        terms.append(Term(f"{op.name}.floor", floor, plugin, why_floor, op.group, lane))
     return terms
 
 
 # the fields a precision's roof section may restate for the kernel family of an op kind, by
 # the kind's ramp: (n½, plateau, streaming efficiency, floor, one sequence's rate, one step of
-# the op's chain)
+# the op's chain, one expert's fixed time)
 FAMILY = {
     "expert_rows": ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency", "moe_floor",
-                    "", ""),
+                    "", "", "moe_expert_latency"),
     "context": ("attention_half_context", "attention_efficiency",
                 "attention_bandwidth_efficiency", "attention_floor", "attention_user_bandwidth",
-                ""),
+                "", ""),
 }  # fmt: skip
 # the same for an op kind whose kernels are a family of their own within their ramp's; a
 # field it leaves unstated is the ramp family's
 KIND_FAMILY = {
-    "gemm": ("", "", "", "", "", "gemm_k_latency"),
+    "gemm": ("", "", "", "", "", "gemm_k_latency", ""),
     "gqa_attention": ("", "", "gqa_attention_bandwidth_efficiency", "gqa_attention_floor", "",
-                      ""),
+                      "", ""),
     "chunked_recurrence": ("", "chunk_recurrence_efficiency", "", "chunk_recurrence_floor", "",
-                           "chunk_recurrence_latency"),
+                           "chunk_recurrence_latency", ""),
 }  # fmt: skip
 
 

@@ -206,8 +206,10 @@ class Op:
     recurrence's chunks along one sequence, each waiting for the last one's state; a GEMM's
     k-loop, the reduction length summed over its kernels);
     ``engine_kernels`` 1 where a grouped GEMM runs in the kernel family its engine's path
-    names (`KernelPath.moe_kernels`), else 0 (an expression: a Piecewise in the layout). The
-    hardware plugin turns an Op into Terms.
+    names (`KernelPath.moe_kernels`), else 0 (an expression: a Piecewise in the layout);
+    ``experts`` the expert GEMMs a grouped GEMM's kernels run (the experts hit, summed over
+    layers), each at its kernel family's fixed time per expert. The hardware plugin turns an
+    Op into Terms.
     """
 
     name: str
@@ -237,6 +239,9 @@ class Op:
         factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
     )
     engine_kernels: sp.Expr = attrs.field(
+        factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
+    )
+    experts: sp.Expr = attrs.field(
         factory=_zero, converter=_sympified, validator=_dimension(DIMENSIONLESS, "op {attr}")
     )
 

@@ -172,6 +172,12 @@ def _moe_floor(at: str) -> Any:
                           "GPU's moe_floor)", "t_{p,moe}")  # fmt: skip
 
 
+def _moe_expert_latency(at: str) -> Any:
+    return _optional_time(f"fixed time of each expert the routed-expert kernels at {at} run, "
+                          "whatever its bytes: its tiles' pipeline fill and drain (none: no "
+                          "such cost)", "t_{e,moe}")  # fmt: skip
+
+
 @attrs.frozen
 class Roof:
     flops: float = quantity("compute_rate", "dense tensor-core peak at this precision",
@@ -193,6 +199,7 @@ class Roof:
     moe_efficiency: float | None = _moe_efficiency("this peak")
     moe_bandwidth_efficiency: float | None = _moe_bandwidth_efficiency("this precision")
     moe_floor: float | None = _moe_floor("this precision")
+    moe_expert_latency: float | None = _moe_expert_latency("this precision")
     attention_efficiency: float | None = _fraction(
         "achieved fraction of this peak in attention kernels over a KV cache of this "
         "precision (their kernel family's plateau; default: efficiency)",
@@ -270,6 +277,7 @@ class WeightOnly:
     moe_efficiency: float | None = _moe_efficiency("the bf16 peak at WNA16")
     moe_bandwidth_efficiency: float | None = _moe_bandwidth_efficiency("WNA16")
     moe_floor: float | None = _moe_floor("WNA16")
+    moe_expert_latency: float | None = _moe_expert_latency("WNA16")
     moe_row_blocks: str | None = choice(
         ROW_BLOCKS,
         "how the grouped GEMMs take an expert's rows: marlin (Marlin MoE: m-blocks of 8 to 64 "
@@ -290,6 +298,7 @@ class ExpertLibrary:
     moe_efficiency: float | None = _moe_efficiency("the path's peak in these kernels")
     moe_bandwidth_efficiency: float | None = _moe_bandwidth_efficiency("these kernels")
     moe_floor: float | None = _moe_floor("these kernels")
+    moe_expert_latency: float | None = _moe_expert_latency("these kernels")
 
 
 @hookimpl
@@ -364,7 +373,7 @@ def _expert_layer(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str
     counted = x["tokens"] * x["topk"] * x["ep"] / x["experts"]
     op = Op("moe", hit * expert * x["weight_bits"], expert * picks * FLOPS_PER_MAC, PLUGIN,
             "a routed-expert layer", "calibration", sp.S.One, "", "grouped_gemm",
-            p, picks / hit, counted_rows=counted, engine_kernels=ours)  # fmt: skip
+            p, picks / hit, counted_rows=counted, engine_kernels=ours, experts=hit)  # fmt: skip
     # the tables' kernels write the GEMMs' output in BF16
     moved = moe_activation_bytes(picks, x["tokens"], x["hidden"], GEMM_INPUT_BYTES[p] * BYTE,
                                  GEMM_INPUT_BYTES["bf16"] * BYTE)  # fmt: skip
@@ -453,11 +462,10 @@ def stepwall_primitives() -> list[Primitive]:
     precision = {"precision": OP_PRECISIONS}
     roofs = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("efficiency", "half_rows"))
     floors = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("gemm_floor", "gemm_k_latency"))
-    grouped = tuple(f"{p}.{f}" for p in OP_PRECISIONS
-                    for f in ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency",
-                              "moe_floor"))  # fmt: skip
-    triton = tuple(f"triton.{f}" for f in ("moe_half_rows", "moe_efficiency",
-                                            "moe_bandwidth_efficiency", "moe_floor"))  # fmt: skip
+    family = ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency", "moe_floor",
+              "moe_expert_latency")  # fmt: skip
+    grouped = tuple(f"{p}.{f}" for p in OP_PRECISIONS for f in family)
+    triton = tuple(f"triton.{f}" for f in family)
     attention = tuple(f"{p}.{f}" for p in ("bf16", "fp8")
                       for f in ("attention_efficiency", "attention_bandwidth_efficiency",
                                 "attention_floor", "attention_half_context",

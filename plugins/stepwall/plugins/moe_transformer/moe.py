@@ -107,7 +107,8 @@ def add_moe(p: Pass) -> dict[str, sp.Expr]:
                     "routed experts hit this step, E·(1−(1−k/E)^T)/ep (and the shared expert "
                     "where the engine fuses it in), most loaded GPU",
                     "moe", batches * n_moe, p.experts_lane, "grouped_gemm", spec.expert_math,
-                    rows, counted_rows=counted, engine_kernels=own))  # fmt: skip
+                    rows, counted_rows=counted, engine_kernels=own,
+                    experts=n_moe * per_gpu_hit))  # fmt: skip
     # the tokens' and picks' activations through the steps around the GEMMs, read at the
     # input precision of the kernel path the experts run on
     runs_as = p.engine.kernel_path(spec.expert_math).runs_as
@@ -219,10 +220,11 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
 
     def op(name: str, params: sp.Expr, bits: sp.Expr, kernels: sp.Expr, kind: str,
            math: str, rows: sp.Expr = users, flops: sp.Expr | None = None,
-           serial_k: sp.Expr = sp.S.Zero) -> Op:  # fmt: skip
+           serial_k: sp.Expr = sp.S.Zero, experts: sp.Expr = sp.S.Zero) -> Op:  # fmt: skip
         work = params * users * FLOPS_PER_MAC if flops is None else flops
         return Op(name, passes * params * bits, passes * work, PLUGIN, why, "spec",
-                  passes * kernels, "", kind, math, rows, chain=passes * serial_k)  # fmt: skip
+                  passes * kernels, "", kind, math, rows, chain=passes * serial_k,
+                  experts=passes * experts)  # fmt: skip
 
     ops = [
         op("draft.attention", layers * (att.params + att.indexer), m.attention_bits,
@@ -232,7 +234,8 @@ def draft_ops(p: Pass, decoding: Decoding, att: Attention) -> list[Op]:
            sp.Integer(0), PLUGIN, why, "spec", passes * layers, "", core_kind(spec),
            spec.attention_core_math),
         op("draft.experts", layers * hit * expert, m.expert_bits, layers, "grouped_gemm",
-           spec.expert_math, picks / hit, layers * expert * picks * FLOPS_PER_MAC),
+           spec.expert_math, picks / hit, layers * expert * picks * FLOPS_PER_MAC,
+           experts=layers * hit),
         op("draft.lm_head", head, m.embedding_bits, sp.Integer(1), "gemm", spec.embedding_math,
            serial_k=m.hidden),
     ]  # fmt: skip
