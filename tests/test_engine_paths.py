@@ -231,13 +231,26 @@ def test_the_routed_experts_count_the_experts_each_gpu_runs() -> None:
     assert float(op.experts.subs(values)) == pytest.approx(layers * hit, rel=1e-6)
 
 
-def plain_h200(tmp_path: Path) -> Path:
-    """H200's spec file without its [triton] section (and that section's sources)."""
-    text = (SPECS / "hardware" / "h200.toml").read_text()
-    plain = tmp_path / "h200-plain.toml"
-    plain.write_text(re.sub(r"\n\[triton(\.sources)?\]\n(.+\n)+", "\n", text))
-    assert "[triton" not in plain.read_text() and "[fp8]" in plain.read_text()
+def without(gpu: str, family: str, tmp_path: Path) -> Path:
+    """A GPU's spec file without its ``[family]`` section (and that section's sources)."""
+    text = (SPECS / "hardware" / f"{gpu}.toml").read_text()
+    plain = tmp_path / f"{gpu}-plain.toml"
+    plain.write_text(re.sub(rf"\n\[{family}(\.sources)?\]\n(.+\n)+", "\n", text))
+    assert f"[{family}" not in plain.read_text() and "[fp8]" in plain.read_text()
     return plain
+
+
+def plain_h200(tmp_path: Path) -> Path:
+    """H200's spec file without its [triton] section."""
+    return without("h200", "triton", tmp_path)
+
+
+def routed_experts(scenario: str, *sets: str) -> float:
+    """Seconds a step of ``scenario`` spends in ``moe.routed_experts``, through the CLI."""
+    code, out, err = run(["eval", scenario, "--json", *(a for s in sets for a in ("--set", s))])
+    assert code == 0, err
+    terms = {t["name"]: t for t in json.loads(out)["terms"]}
+    return float(terms["moe.routed_experts"]["seconds"])
 
 
 def test_the_model_runs_sglang_experts_in_triton_only_without_expert_parallelism(
@@ -246,18 +259,27 @@ def test_the_model_runs_sglang_experts_in_triton_only_without_expert_parallelism
     """DeepSeek-R1's routed experts with SGLang on H200 cost what H200's [triton] family
     prices at TP-8 (no EP: the Triton kernels), and at EP-8 (DeepEP, DeepGEMM) exactly what
     they cost on the same GPU without that family."""
-    plain = plain_h200(tmp_path)
-
-    def experts(*sets: str) -> float:
-        argv = ["eval", "dsr1-fp8-h200-tp8-sglang-serving", "--json"]
-        code, out, err = run([*argv, *(a for s in sets for a in ("--set", s))])
-        assert code == 0, err
-        terms = {t["name"]: t for t in json.loads(out)["terms"]}
-        return float(terms["moe.routed_experts"]["seconds"])
-
+    plain, sc = plain_h200(tmp_path), "dsr1-fp8-h200-tp8-sglang-serving"
     ep8 = ("parallel.tp=1", "parallel.ep=8")
-    assert experts(*ep8) == pytest.approx(experts(*ep8, f"hardware={plain}"), rel=1e-9)
-    assert experts() != pytest.approx(experts(f"hardware={plain}"), rel=0.05)
+    assert routed_experts(sc, *ep8) == pytest.approx(
+        routed_experts(sc, *ep8, f"hardware={plain}"), rel=1e-9)  # fmt: skip
+    assert routed_experts(sc) != pytest.approx(routed_experts(sc, f"hardware={plain}"), rel=0.05)
+
+
+def test_sglang_experts_on_blackwell_run_in_flashinfers_trtllm_gen_kernels(tmp_path: Path
+                                                                          ) -> None:  # fmt: skip
+    """SGLang's Blackwell FP8 path names FlashInfer's TensorRT-LLM-generation MoE: DeepSeek-R1's
+    routed experts at TP-8 on B200 cost what B200's [trtllm_gen] family prices (its own
+    streaming rate, floor and time per expert, not DeepGEMM's [fp8]), and at EP-8 (DeepEP,
+    DeepGEMM) exactly what they cost without that family."""
+    b200 = spec("hardware", "b200")
+    assert b200["trtllm_gen"]["moe_bandwidth_efficiency"] != b200["fp8"]["moe_bandwidth_efficiency"]
+    plain, sc = without("b200", "trtllm_gen", tmp_path), "dsr1-fp8-b200-tp8-sglang-serving"
+    ep8 = ("parallel.tp=1", "parallel.ep=8")
+    assert routed_experts(sc, *ep8) == pytest.approx(
+        routed_experts(sc, *ep8, f"hardware={plain}"), rel=1e-9)  # fmt: skip
+    # streaming at 0.89 of the peak against DeepGEMM's 0.71: the weights cost less
+    assert routed_experts(sc) < routed_experts(sc, f"hardware={plain}") * 0.9
 
 
 def test_a_path_applies_only_on_its_family() -> None:
@@ -268,6 +290,8 @@ def test_a_path_applies_only_on_its_family() -> None:
     assert kernel_paths(load_scenario(PREFILL, kinds, ["hardware.family=cdna3"])) == ()
     sglang = kernel_paths(load_scenario(PREFILL, kinds, ["engine=sglang"]))
     assert [(k.precision, k.runs_as, k.moe_kernels) for k in sglang] == [("fp8", "fp8", "triton")]
+    blackwell = kernel_paths(load_scenario("dsr1-fp8-b200-tp8-sglang-serving", kinds))
+    assert [(k.precision, k.moe_kernels) for k in blackwell] == [("fp8", "trtllm_gen")]
     assert kernel_paths(load_scenario(PREFILL, kinds)) == ()  # vllm 0.24: none
     assert len(kernel_paths(load_scenario(PREFILL, kinds, ["engine=trtllm"]))) == 1
 

@@ -34,8 +34,9 @@ section's where it states them, else the GPU-wide ones, never the BF16-weight ke
 family"); where that section states ``moe_row_blocks``, its grouped GEMMs take each expert's
 rows in the kernel's m-blocks, computing the padded rows and streaming the weights once per
 block (`stepwall.core.laws.marlin_expert_blocks`).
-An engine's own routed-expert kernels (Triton's fused MoE in SGLang on Hopper) are a kernel
-family of the GPU too, ``[triton]``, which the engine's kernel path names (``moe_kernels``)
+An engine's own routed-expert kernels (Triton's fused MoE in SGLang on Hopper, FlashInfer's
+TensorRT-LLM-generation MoE on Blackwell) are kernel families of the GPU too, ``[triton]``
+and ``[trtllm_gen]``, which the engine's kernel path names (``moe_kernels``)
 for the layouts that run them (`stepwall.core.terms.Op.engine_kernels`).
 A precision the GPU has no tensor cores for runs at the next wider one that it has
 (fp4 → fp8 → bf16, int8 → fp8 → bf16), as engines dequantise weights (W4A16) on such parts;

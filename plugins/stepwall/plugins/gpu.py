@@ -20,7 +20,7 @@ grouped GEMMs' values of weight-only kernels (W4A16, W8A16), which run at the bf
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -291,7 +291,8 @@ class WeightOnly:
 class ExpertLibrary:
     """An engine's own routed-expert kernels as a kernel family of the GPU (``[triton]``:
     Triton's fused MoE, which SGLang runs on Hopper where DeepEP does not exchange the
-    experts), at the roof of the kernel path that names them (``moe_kernels``); a value not
+    experts; ``[trtllm_gen]``: FlashInfer's TensorRT-LLM-generation MoE, SGLang's on
+    Blackwell), at the roof of the kernel path that names them (``moe_kernels``); a value not
     stated: the GPU's for that precision."""
 
     moe_half_rows: float | None = _moe_half_rows("these kernels")
@@ -334,6 +335,12 @@ def stepwall_compute_terms(
 # ---------------------------------------------------------------- primitives (calibration)
 
 _BITS = {"weight_bits": INFORMATION}
+# a primitive's law: its time over the scenario's parameters and the table's columns
+PrimitiveLaw = Callable[[Scenario, Mapping[str, sp.Symbol], Mapping[str, str]], sp.Expr]
+# each of `EXPERT_LIBRARIES` in words, for its primitive (``moe_<library>``)
+_LIBRARY_WORDS = {"triton": "Triton's fused-MoE kernels (SGLang, vLLM)",
+                  "trtllm_gen": "FlashInfer's TensorRT-LLM-generation fused MoE (SGLang, vLLM "
+                  "on Blackwell)"}  # fmt: skip
 
 
 def _gemm(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
@@ -354,11 +361,17 @@ def _moe(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -
     return _expert_layer(scenario, x, t, "")
 
 
-def _moe_triton(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]
-                ) -> sp.Expr:  # fmt: skip
-    """The same layer in Triton's fused-MoE kernels: the ``[triton]`` family's values, as
-    an engine whose kernel path names them prices its routed experts."""
-    return _expert_layer(scenario, x, t, "triton")
+def _in_library(library: str) -> PrimitiveLaw:
+    """The same layer in ``library``'s kernels (`EXPERT_LIBRARIES`): the ``[library]``
+    family's values, as an engine whose kernel path names them prices its routed experts."""
+
+    def law(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
+        return _expert_layer(scenario, x, t, library)
+
+    law.__doc__ = (f"The same layer in {_LIBRARY_WORDS[library]}: the [{library}] family's "
+                   "values, as an engine whose kernel path names them prices its routed "
+                   "experts.")  # fmt: skip
+    return law
 
 
 def _expert_layer(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str],
@@ -465,7 +478,6 @@ def stepwall_primitives() -> list[Primitive]:
     family = ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency", "moe_floor",
               "moe_expert_latency")  # fmt: skip
     grouped = tuple(f"{p}.{f}" for p in OP_PRECISIONS for f in family)
-    triton = tuple(f"triton.{f}" for f in family)
     attention = tuple(f"{p}.{f}" for p in ("bf16", "fp8")
                       for f in ("attention_efficiency", "attention_bandwidth_efficiency",
                                 "attention_floor", "attention_half_context",
@@ -481,11 +493,12 @@ def stepwall_primitives() -> list[Primitive]:
                   "rank, balanced routing", {"tokens": one, "hidden": one, "inter": one,
                   "experts": one, "topk": one, "ep": one, **_BITS}, precision,
                   ("moe_efficiency", "moe_floor", *roofs, *grouped), _moe, PLUGIN, _routable),
-        Primitive("moe_triton", "hardware", "a layer's routed experts in Triton's fused-MoE "
-                  "kernels (SGLang, vLLM) on one EP rank, balanced routing", {"tokens": one,
-                  "hidden": one, "inter": one, "experts": one, "topk": one, "ep": one, **_BITS},
-                  {"precision": PRECISIONS}, ("moe_efficiency", "moe_floor", *roofs, *grouped,
-                  *triton), _moe_triton, PLUGIN, _routable),
+        *(Primitive(f"moe_{lib}", "hardware", f"a layer's routed experts in {_LIBRARY_WORDS[lib]} "
+                    "on one EP rank, balanced routing", {"tokens": one, "hidden": one,
+                    "inter": one, "experts": one, "topk": one, "ep": one, **_BITS},
+                    {"precision": PRECISIONS}, ("moe_efficiency", "moe_floor", *roofs,
+                    *grouped, *(f"{lib}.{f}" for f in family)), _in_library(lib), PLUGIN,
+                    _routable) for lib in EXPERT_LIBRARIES),
         Primitive("mla_decode", "hardware", "an absorbed-MLA decode attention kernel",
                   {"batch": one, "kv_len": one, "heads": one, "kv_lora_rank": one,
                    "qk_rope_head_dim": one, "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")},
