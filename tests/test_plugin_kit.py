@@ -204,8 +204,11 @@ def test_broken_entry_points_are_skipped_and_listed(tmp_path: Path) -> None:
     assert rows["serial"]["kinds"] == ["hardware:gpu-serial"]
     roofs = [f"hardware.{p}:roof" for p in ("bf16", "fp4", "fp8", "int8")]
     # the weight-only kernels' own section, and an engine's own routed-expert kernels'
-    families = ["hardware.wna16:weight_only", "hardware.triton:expert_library",
-                "hardware.trtllm_gen:expert_library"]
+    families = [
+        "hardware.wna16:weight_only",
+        "hardware.triton:expert_library",
+        "hardware.trtllm_gen:expert_library",
+    ]
     assert sorted(rows["gpu"]["kinds"]) == sorted([*roofs, *families, "hardware:gpu"])
     for name, (_, problem) in BROKEN.items():
         assert rows[name]["problem"].startswith(f"skipped: plugin {name}: "), rows[name]

@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 
     from stepwall.core.scenario import Scenario
 
-__all__ = ["Primitive"]
+__all__ = ["Primitive", "PrimitiveLaw"]
+
+# a primitive's law: one call's time over the scenario's parameters and the table's columns
+PrimitiveLaw = Callable[["Scenario", Mapping[str, "sp.Symbol"], Mapping[str, str]], Any]
 
 
 @attrs.frozen
@@ -46,6 +49,6 @@ class Primitive:
     numbers: Mapping[str, Dim]
     texts: Mapping[str, tuple[str, ...]]
     fields: tuple[str, ...]
-    law: Callable[[Scenario, Mapping[str, sp.Symbol], Mapping[str, str]], Any]
+    law: PrimitiveLaw
     plugin: str = ""
     check: Callable[[Scenario, Mapping[str, float]], tuple[str, str, str] | None] | None = None

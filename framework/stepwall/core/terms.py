@@ -108,9 +108,11 @@ PRECISIONS = ("bf16", "fp8", "fp4", "int8")  # math precisions a GPU's tensor co
 WEIGHT_ONLY = ("wna16",)
 OP_PRECISIONS = PRECISIONS + WEIGHT_ONLY  # what an op's GEMMs may be stated to run as
 # an engine's own routed-expert kernels, a GPU kernel family of their own (``[hardware.NAME]``)
-# that a kernel path may name (`KernelPath.moe_kernels`): Triton's fused MoE (SGLang, vLLM),
-# FlashInfer's TensorRT-LLM-generation fused MoE (SGLang, vLLM on Blackwell)
-EXPERT_LIBRARIES = ("triton", "trtllm_gen")
+# that a kernel path may name (`KernelPath.moe_kernels`), each with what it is in words
+EXPERT_LIBRARIES = {
+    "triton": "Triton's fused-MoE kernels (SGLang, vLLM)",
+    "trtllm_gen": "FlashInfer's TensorRT-LLM-generation fused MoE (SGLang, vLLM on Blackwell)",
+}
 # GPU architecture families an engine's kernel paths are stated for (`KernelPath`)
 FAMILIES = ("hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4")
 # scale-up fabrics (``cluster.scale_up`` kinds) an engine's own collective laws are stated for

@@ -20,7 +20,7 @@ grouped GEMMs' values of weight-only kernels (W4A16, W8A16), which run at the bf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -43,7 +43,7 @@ from stepwall.core.laws import (
     linear_state_flops,
     moe_activation_bytes,
 )
-from stepwall.core.primitives import Primitive
+from stepwall.core.primitives import Primitive, PrimitiveLaw
 from stepwall.core.roofline import ROW_BLOCKS, op_terms
 from stepwall.core.scenario import Scenario
 from stepwall.core.terms import (
@@ -335,12 +335,6 @@ def stepwall_compute_terms(
 # ---------------------------------------------------------------- primitives (calibration)
 
 _BITS = {"weight_bits": INFORMATION}
-# a primitive's law: its time over the scenario's parameters and the table's columns
-PrimitiveLaw = Callable[[Scenario, Mapping[str, sp.Symbol], Mapping[str, str]], sp.Expr]
-# each of `EXPERT_LIBRARIES` in words, for its primitive (``moe_<library>``)
-_LIBRARY_WORDS = {"triton": "Triton's fused-MoE kernels (SGLang, vLLM)",
-                  "trtllm_gen": "FlashInfer's TensorRT-LLM-generation fused MoE (SGLang, vLLM "
-                  "on Blackwell)"}  # fmt: skip
 
 
 def _gemm(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
@@ -368,7 +362,7 @@ def _in_library(library: str) -> PrimitiveLaw:
     def law(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
         return _expert_layer(scenario, x, t, library)
 
-    law.__doc__ = (f"The same layer in {_LIBRARY_WORDS[library]}: the [{library}] family's "
+    law.__doc__ = (f"The same layer in {EXPERT_LIBRARIES[library]}: the [{library}] family's "
                    "values, as an engine whose kernel path names them prices its routed "
                    "experts.")  # fmt: skip
     return law
@@ -493,9 +487,10 @@ def stepwall_primitives() -> list[Primitive]:
                   "rank, balanced routing", {"tokens": one, "hidden": one, "inter": one,
                   "experts": one, "topk": one, "ep": one, **_BITS}, precision,
                   ("moe_efficiency", "moe_floor", *roofs, *grouped), _moe, PLUGIN, _routable),
-        *(Primitive(f"moe_{lib}", "hardware", f"a layer's routed experts in {_LIBRARY_WORDS[lib]} "
-                    "on one EP rank, balanced routing", {"tokens": one, "hidden": one,
-                    "inter": one, "experts": one, "topk": one, "ep": one, **_BITS},
+        *(Primitive(f"moe_{lib}", "hardware", f"a layer's routed experts in "
+                    f"{EXPERT_LIBRARIES[lib]} on one EP rank, balanced routing",
+                    {"tokens": one, "hidden": one, "inter": one, "experts": one, "topk": one,
+                     "ep": one, **_BITS},
                     {"precision": PRECISIONS}, ("moe_efficiency", "moe_floor", *roofs,
                     *grouped, *(f"{lib}.{f}" for f in family)), _in_library(lib), PLUGIN,
                     _routable) for lib in EXPERT_LIBRARIES),
