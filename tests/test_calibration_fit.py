@@ -138,13 +138,18 @@ def test_routed_experts_stream_weights_at_one_token_and_compute_at_many(
     """One token on EP8: one expert's weights at the family's streaming rate (memory-bound);
     a million tokens: the FLOPs at the family's plateau with its own Hockney ramp in rows per
     expert (compute-bound); both plus the picks' and tokens' activation traffic at the
-    family's streaming rate (FP8 inputs: 5 bytes per element per pick, 5 per token)."""
+    family's streaming rate (FP8 inputs: 5 bytes per element per pick, 5 per token), and
+    the family's fixed time for each expert run (one at one token, all 32 at many; Blackwell's
+    DeepGEMM states one, Hopper's CUTLASS none)."""
     entry = load_entry(gpu, reg.kinds)
     law = _law(reg, entry, "moe", {"precision": precision})
     hw = f"hardware.{precision}"
     size = dict(hidden=7168, inter=2048, experts=256, topk=8, ep=8, weight_bits=bits / 8)
     expert = 3 * 7168 * 2048
     floor = _value(entry, f"{hw}.moe_floor")
+    names = {s.name for s in entry.scenario.values}
+    t_e = _value(entry, f"{hw}.moe_expert_latency") if f"{hw}.moe_expert_latency" in names else 0
+    assert (t_e > 0) == (gpu == "b200")
     plateau = _value(entry, f"{hw}.flops") * _value(entry, f"{hw}.moe_efficiency")
     half = _value(entry, f"{hw}.moe_half_rows")
     bandwidth = _value(entry, "hardware.hbm_bandwidth") * _value(
@@ -156,13 +161,14 @@ def test_routed_experts_stream_weights_at_one_token_and_compute_at_many(
 
     stream = expert * bits / 8 / bandwidth  # 8 picks over 8 ranks: one expert, one row
     assert stream > 2 * expert * (1 + half) / plateau  # memory-bound at one row
-    assert law(tokens=1, **size) == pytest.approx(floor + stream + traffic(1, 1), rel=1e-9)
+    assert law(tokens=1, **size) == pytest.approx(floor + t_e + stream + traffic(1, 1),
+                                                  rel=1e-9)  # fmt: skip
     tokens = 1e6
     rows = tokens * 8 / 256  # every expert hit, rows per expert
     compute = 2 * expert * tokens * 8 / 8 * (1 + half / rows) / plateau
     assert compute > 10 * 32 * stream  # far into the compute-bound regime
-    assert law(tokens=tokens, **size) == pytest.approx(floor + compute + traffic(tokens, tokens),
-                                                       rel=1e-9)  # fmt: skip
+    assert law(tokens=tokens, **size) == pytest.approx(
+        floor + 32 * t_e + compute + traffic(tokens, tokens), rel=1e-9)  # fmt: skip
 
 
 def test_activation_traffic_counts_each_kernels_reads_and_writes() -> None:

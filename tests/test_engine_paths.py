@@ -246,11 +246,13 @@ def plain_h200(tmp_path: Path) -> Path:
 
 
 def routed_experts(scenario: str, *sets: str) -> float:
-    """Seconds a step of ``scenario`` spends in ``moe.routed_experts``, through the CLI."""
+    """Seconds a step of ``scenario`` spends in the routed experts (``moe.routed_experts``
+    and its floor, which holds the time per expert), through the CLI."""
     code, out, err = run(["eval", scenario, "--json", *(a for s in sets for a in ("--set", s))])
     assert code == 0, err
     terms = {t["name"]: t for t in json.loads(out)["terms"]}
-    return float(terms["moe.routed_experts"]["seconds"])
+    return sum(float(terms[n]["seconds"]) for n in ("moe.routed_experts",
+                                                    "moe.routed_experts.floor"))  # fmt: skip
 
 
 def test_the_model_runs_sglang_experts_in_triton_only_without_expert_parallelism(
@@ -278,8 +280,68 @@ def test_sglang_experts_on_blackwell_run_in_flashinfers_trtllm_gen_kernels(tmp_p
     ep8 = ("parallel.tp=1", "parallel.ep=8")
     assert routed_experts(sc, *ep8) == pytest.approx(
         routed_experts(sc, *ep8, f"hardware={plain}"), rel=1e-9)  # fmt: skip
-    # streaming at 0.89 of the peak against DeepGEMM's 0.71: the weights cost less
+    # streaming at 0.89 of the peak against DeepGEMM's 0.79, a lower floor and less per
+    # expert: the experts cost less
     assert routed_experts(sc) < routed_experts(sc, f"hardware={plain}") * 0.9
+
+
+BLACKWELL = ("b200", "gb200", "b300", "gb300")
+
+
+def split_expert_shapes(gpu: str) -> dict[tuple[str, ...], list[str]]:
+    """The FP8 split-expert rows of ``gpu``'s MoE table (sources naming a moe_tp split), as
+    shape (hidden, inter per GPU, experts, top-k, ep) -> token counts."""
+    table = (SPECS / "calibration" / f"{gpu}-moe.csv").read_text().splitlines()
+    out: dict[tuple[str, ...], list[str]] = {}
+    for line in table[1:]:
+        cols = line.split(",")
+        if cols[8] == "fp8" and "deepgemm (moe_tp" in cols[10] and "moe_tp 1:" not in cols[10]:
+            assert f"/{gpu}" in cols[10], line  # timed on this GPU, not copied from another
+            out.setdefault(tuple(cols[2:7]), []).append(cols[1])
+    return out
+
+
+def test_blackwell_fp8_tables_hold_the_same_split_experts_as_b200s() -> None:
+    """tools/aic_split_moe_rows.py gives GB200's, B300's and GB300's FP8 MoE tables B200's
+    split-expert DeepGEMM shapes (DeepSeek-V3's experts split 2, 4 and 8 ways at EP-8,
+    Mixtral's split 8 ways and 2 ways at EP-4), each timed on that GPU: the rows that tell a
+    per-expert time from the streaming rate."""
+    b200 = split_expert_shapes("b200")
+    assert len(b200) == 5 and all(len(t) == 8 for t in b200.values())
+    for gpu in BLACKWELL[1:]:
+        assert split_expert_shapes(gpu) == b200, gpu
+
+
+def test_blackwell_fp8_experts_pay_a_fixed_time_per_expert() -> None:
+    """Each Blackwell GPU's [fp8] section states DeepGEMM's fixed time per expert, fitted to
+    its own table (its sources entry names it); DeepSeek-R1's routed experts at EP-8 on B200
+    (DeepEP, DeepGEMM) pay it once per expert the kernels run: the step's expert time grows
+    in proportion to it."""
+    for gpu in BLACKWELL:
+        fp8 = spec("hardware", gpu)["fp8"]
+        assert si(fp8["moe_expert_latency"]) > 0, gpu
+        assert f"{gpu}-moe.csv" in fp8["sources"]["moe_expert_latency"], gpu
+    t_e = si(spec("hardware", "b200")["fp8"]["moe_expert_latency"])
+    sc, ep8 = "dsr1-fp8-b200-tp8-sglang-serving", ("parallel.tp=1", "parallel.ep=8")
+
+    def at(seconds: float) -> float:
+        return routed_experts(sc, *ep8, f"hardware.fp8.moe_expert_latency={seconds * 1e9}ns")
+
+    none, once, twice = at(0), at(t_e), at(2 * t_e)
+    assert once > none * 1.02
+    assert twice - none == pytest.approx(2 * (once - none), rel=1e-6)
+
+
+def test_a_scenario_states_its_own_kernel_path(tmp_path: Path) -> None:
+    """A scenario's [engine.FAMILY.PRECISION] names the kernels its engine runs where the
+    profile does not: Nemotron-3-Super's ModelOpt FP8 experts with vLLM on B200 run in
+    FlashInfer's TensorRT-LLM-generation MoE (NVIDIA's deployment guide), priced by B200's
+    [trtllm_gen] family, not by DeepGEMM's [fp8] values as without that family."""
+    sc = "nemotron3-super-fp8-b200-tp2-vllm"
+    text = (SPECS / "scenarios" / f"{sc}.toml").read_text()
+    assert tomllib.loads(text)["engine"]["blackwell"]["fp8"]["moe_kernels"] == "trtllm_gen"
+    plain = without("b200", "trtllm_gen", tmp_path)
+    assert routed_experts(sc) < routed_experts(sc, f"hardware={plain}") * 0.8
 
 
 def test_a_path_applies_only_on_its_family() -> None:
