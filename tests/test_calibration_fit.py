@@ -139,8 +139,8 @@ def test_routed_experts_stream_weights_at_one_token_and_compute_at_many(
     a million tokens: the FLOPs at the family's plateau with its own Hockney ramp in rows per
     expert (compute-bound); both plus the picks' and tokens' activation traffic at the
     family's streaming rate (FP8 inputs: 5 bytes per element per pick, 5 per token), and
-    the family's fixed time for each expert run (one at one token, all 32 at many; Blackwell's
-    DeepGEMM states one, Hopper's CUTLASS none)."""
+    the family's fixed time for each expert run (one at one token, all of a rank's at many;
+    Blackwell's DeepGEMM states one, Hopper's CUTLASS none)."""
     entry = load_entry(gpu, reg.kinds)
     law = _law(reg, entry, "moe", {"precision": precision})
     hw = f"hardware.{precision}"
@@ -165,10 +165,11 @@ def test_routed_experts_stream_weights_at_one_token_and_compute_at_many(
                                                   rel=1e-9)  # fmt: skip
     tokens = 1e6
     rows = tokens * 8 / 256  # every expert hit, rows per expert
+    per_rank = size["experts"] / size["ep"]  # the experts each rank runs, all hit
     compute = 2 * expert * tokens * 8 / 8 * (1 + half / rows) / plateau
     assert compute > 10 * 32 * stream  # far into the compute-bound regime
     assert law(tokens=tokens, **size) == pytest.approx(
-        floor + 32 * t_e + compute + traffic(tokens, tokens), rel=1e-9)  # fmt: skip
+        floor + per_rank * t_e + compute + traffic(tokens, tokens), rel=1e-9)  # fmt: skip
 
 
 def test_activation_traffic_counts_each_kernels_reads_and_writes() -> None:

@@ -63,11 +63,15 @@ def split_rows(repo: Path, folder: str, kernels: str) -> list[str]:
 
 def merge(path: Path, lines: list[str]) -> int:
     """Append the lines ``path`` lacks; refuse a row it holds with another time."""
+
+    def key(line: str) -> str:  # primitive, sizes, weight bits and precision: all but time
+        return ",".join(line.split(",")[:9])
+
     held = path.read_text().splitlines()
-    keys = {",".join(line.split(",")[:9]): line for line in held}
+    keys = {key(line): line for line in held}
     new = []
     for line in lines:
-        old = keys.get(",".join(line.split(",")[:9]))
+        old = keys.get(key(line))
         if old is None:
             new.append(line)
         elif old != line:
