@@ -175,6 +175,21 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.parametrize("launcher", sorted(PROFILE))
+def test_the_layouts_a_search_keeps_for_an_engine_are_those_it_launches(launcher) -> None:
+    """`launch.runs_layouts` (what `--emit` searches) agrees with each emitter, layout by
+    layout: every tp × ep of 8 GPUs it keeps launches, every one it drops is refused."""
+    for tp, ep in [(tp, 8 // tp) for tp in (1, 2, 4, 8)] + [(2, 2), (4, 2)]:
+        kept = bool(launch.runs_layouts(launcher, {"parallel.tp": tp, "parallel.ep": ep}))
+        try:
+            _launch(launcher, tp, ep, 8 * ep, [])
+            launched = True
+        except SpecError as e:
+            assert f"tp {tp} × ep {ep}" in e.problem
+            launched = False
+        assert kept == launched, (tp, ep)
+
+
 SEARCH = ["search", MODEL, "--hardware", "h200", "--cluster", "hgx-h200-ib", "--gpus", "8",
           "--batch", "8,64", "-q"]  # fmt: skip
 
@@ -188,6 +203,26 @@ def test_search_emits_the_best_points_launch_and_it_reproduces_the_layout() -> N
     f = _flags(lau["commands"][0])
     assert int(str(f["--tp-size"])) == cfg["tp"] * cfg["ep"]
     assert lau["version"] == _profile("sglang")["version"]
+
+
+def test_search_with_emit_keeps_to_the_layouts_the_engine_launches() -> None:
+    """Without --emit, the best TensorRT-LLM point at this target is a tp × ep mix that
+    TensorRT-LLM cannot launch as priced; with --emit trtllm the search keeps to the layouts
+    it launches, so the best point has a launch and no frontier point mixes tp and ep."""
+    ask = ["search", MODEL, "--hardware", "b200", "--cluster", "hgx-b200-ib", "--gpus", "8",
+           "--batch", "4,6,8", "-q", "--engine", "trtllm", "--at", "tokens_per_s_per_user>=50",
+           "--json"]  # fmt: skip
+    code, out, err = _cli(ask)
+    assert code == 0, err
+    free = json.loads(out)["targets"][0]["options"][0]["point"]["config"]
+    assert free["tp"] > 1 and free["ep"] > 1  # the case this test is about
+    code, out, err = _cli([*ask, "--emit", "trtllm"])
+    assert code == 0, err
+    doc = json.loads(out)
+    option = doc["targets"][0]["options"][0]
+    assert "commands" in option["launch"], option["launch"]
+    assert min(option["point"]["config"]["tp"], option["point"]["config"]["ep"]) == 1
+    assert all(min(p["config"]["tp"], p["config"]["ep"]) == 1 for p in doc["frontier"])
 
 
 def test_recommend_emits_each_candidates_launch() -> None:

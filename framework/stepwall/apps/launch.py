@@ -16,6 +16,9 @@ under its own names, and lays out a tp × ep replica its own way:
   --ep_size ep``, ``enable_attention_dp`` where ep > 1, which runs attention data-parallel
   over every GPU: the layout priced only where tp = 1 (refused otherwise).
 
+A search or sizing with ``--emit`` keeps to the layouts its engine launches (`runs_layouts`),
+so that its best points have launches.
+
 Every option emitted is checked against the engine release's documented option list
 (specs/engines/launch/LAUNCHER-VERSION.toml, each with its source); an engine profile with no
 launcher, or a release with no list, is refused in one line naming what is missing. The
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
 from stepwall.core.catalog import catalog_root
 from stepwall.core.errors import SpecError
@@ -45,6 +49,9 @@ from stepwall.numeric.compiled import value_of
 from stepwall.spec.validation import load_scenario
 
 LAUNCHERS = ("vllm", "sglang", "trtllm")
+# the launchers that run stepwall's tp × ep replica (attention DP over ep groups of tp GPUs);
+# vLLM and TensorRT-LLM run tp = 1 or ep = 1 as priced (module docstring)
+RUNS_TP_WITH_EP = frozenset({"sglang"})
 FP8_BYTES = 1.0  # a KV cache of 8-bit elements (the fields hold bytes in SI)
 
 
@@ -147,6 +154,17 @@ def launch(sc: Scenario, emit: str) -> Launch:
     return out
 
 
+def runs_layouts(launcher: str, degrees: Mapping[str, Any]) -> np.ndarray:
+    """Which layouts (a search's degree columns, by path) ``launcher`` launches as priced:
+    every one for SGLang; for vLLM and TensorRT-LLM those with tp = 1 or ep = 1 (a mix is
+    refused by its emitter)."""
+    tp = np.asarray(degrees.get("parallel.tp", 1.0))
+    ep = np.asarray(degrees.get("parallel.ep", 1.0))
+    if launcher in RUNS_TP_WITH_EP:
+        return np.ones(np.broadcast(tp, ep).shape, dtype=bool)
+    return np.asarray((tp <= 1) | (ep <= 1))
+
+
 def for_point(point: Mapping[str, Any], emit: str, kinds: Any) -> Launch:
     """The launch of a searched point, from its scenario as its ``command`` loads it."""
     words = shlex.split(str(point["command"]))
@@ -244,6 +262,17 @@ def _polls_every_iteration(launcher: str, d: Deployment) -> None:
                       "new requests every iteration", "engine.recv_interval = 1")  # fmt: skip
 
 
+def _tp_with_ep(launcher: str, d: Deployment) -> None:
+    """Refuse a tp × ep mix where ``launcher`` cannot run it (`runs_layouts`)."""
+    if runs_layouts(launcher, {"parallel.tp": d.tp, "parallel.ep": d.ep}):
+        return
+    how = {"vllm": f"vLLM spreads experts over all {d.tp * d.ep} GPUs with "
+                   "--enable-expert-parallel, not the tp-split experts of the layout priced",
+           "trtllm": "TensorRT-LLM's attention DP runs attention data-parallel over all "
+                     f"{d.tp * d.ep} GPUs, not over ep groups of {d.tp} as priced"}  # fmt: skip
+    raise _refuse(launcher, f"tp {d.tp} × ep {d.ep}: {how[launcher]}", "tp = 1 or ep = 1")
+
+
 def _sglang(d: Deployment, version: str) -> Launch:
     if d.recv_interval > 1 and d.ep > 1:
         raise _refuse("sglang", f"engine.recv_interval {d.recv_interval} with attention DP "
@@ -283,10 +312,7 @@ def _sglang(d: Deployment, version: str) -> Launch:
 
 def _vllm(d: Deployment, version: str) -> Launch:
     _polls_every_iteration("vllm", d)
-    if d.tp > 1 and d.ep > 1:
-        raise _refuse("vllm", f"tp {d.tp} × ep {d.ep}: vLLM spreads experts over all "
-                      f"{d.tp * d.ep} GPUs with --enable-expert-parallel, not the tp-split "
-                      "experts of the layout priced", "tp = 1 or ep = 1")  # fmt: skip
+    _tp_with_ep("vllm", d)
     args: list[tuple[str, Any]] = []
     if d.ep > 1:
         args += [("--data-parallel-size", d.ep), ("--enable-expert-parallel", True)]
@@ -322,10 +348,7 @@ def _vllm(d: Deployment, version: str) -> Launch:
 
 def _trtllm(d: Deployment, version: str) -> Launch:
     _polls_every_iteration("trtllm", d)
-    if d.tp > 1 and d.ep > 1:
-        raise _refuse("trtllm", f"tp {d.tp} × ep {d.ep}: TensorRT-LLM's attention DP runs "
-                      f"attention data-parallel over all {d.tp * d.ep} GPUs, not over ep groups "
-                      f"of {d.tp} as priced", "tp = 1 or ep = 1")  # fmt: skip
+    _tp_with_ep("trtllm", d)
     if d.cp > 1:
         raise _refuse("trtllm", f"cp {d.cp}: stepwall's prefill CP over attention ranks has no "
                       "trtllm-serve equivalent listed", "cp = 1")  # fmt: skip

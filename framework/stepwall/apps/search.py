@@ -471,9 +471,11 @@ def plan_search(
     registry: Any = None,
     cache: bool = True,
     only: Sequence[tuple[str, Sequence[int]]] = (),
+    emit: str | None = None,
 ) -> Plan:
     """Check everything and compile one model per variant: all but the evaluation; ``only``
-    keeps the layouts whose degree KEY is one of its values (``--only parallel.tp=8``)."""
+    keeps the layouts whose degree KEY is one of its values (``--only parallel.tp=8``), and
+    ``emit`` those its engine launches as priced (`launch.runs_layouts`)."""
 
     registry = registry or registries.default()
     spec = spec or Spec()
@@ -511,17 +513,14 @@ def plan_search(
             rest = len(set(batch)) * math.prod(len(a.si) for a in axes)
             total += lay.count(sizes, domain) * rest
             check_points(total, "search", "narrow --batch, --gpus or --vary")
-            layouts = only_layouts(lay.table(sizes, domain), lay.keys, only, sizes)
+            layouts = kept_layouts(lay.table(sizes, domain), lay.keys, only, emit, sizes)
             numeric = compile_scenario(sc, registry, cache=cache)
             bad = [k for k in searched if k in numeric.structural_keys]
             if bad:
-                raise SpecError(
-                    "search",
-                    bad[0],
-                    "decides the model's shape here",
-                    "a model whose layout keys are numeric",
-                )
-            layouts_of = functools.partial(_layouts_at, registry, sizes, domain, lay.keys, only)
+                raise SpecError("search", bad[0], "decides the model's shape here",
+                                "a model whose layout keys are numeric")  # fmt: skip
+            layouts_of = functools.partial(_layouts_at, registry, sizes, domain, lay.keys, only,
+                                           emit)  # fmt: skip
             found = _pinned_variants(opt, kind, ref, registry, probe, (*own, *mine), sc,
                                      numeric, values, layouts, layouts_of, batch, axes, cache,
                                      provides)  # fmt: skip
@@ -598,6 +597,19 @@ def only_layouts(table: LayoutTable, keys: Sequence[str],
         gpus = ", ".join(map(str, sizes))
         raise SpecError("search", "--only", f"{said} leaves no layout of {gpus} GPUs",
                         "degrees the layouts have")  # fmt: skip
+    return _rows(table, keep)
+
+
+def kept_layouts(table: LayoutTable, keys: Sequence[str],
+                 only: Sequence[tuple[str, Sequence[int]]], emit: str | None,
+                 sizes: Sequence[int], refuse: bool = True) -> LayoutTable:  # fmt: skip
+    """The rows of ``table`` that ``only`` keeps (`only_layouts`) and, with ``emit``, that
+    engine launches as priced (`--emit`: a best point must be one it can run)."""
+    table = only_layouts(table, keys, only, sizes, refuse)
+    return table if emit is None else _rows(table, launch.runs_layouts(emit, table.degrees))
+
+
+def _rows(table: LayoutTable, keep: np.ndarray) -> LayoutTable:
     return LayoutTable(table.gpus[keep], {k: v[keep] for k, v in table.degrees.items()},
                        table.ranks[keep])  # fmt: skip
 
@@ -608,12 +620,14 @@ def _layouts_at(
     domain: int,
     keys: Sequence[str],
     only: Sequence[tuple[str, Sequence[int]]],
+    emit: str | None,
     pinned: Scenario,
 ) -> LayoutTable:
     """A structural variant's own layouts of ``sizes`` GPUs (pipeline stages take GPUs of
-    N), those --only keeps; none is not refused here (another variant may have some)."""
+    N), those --only keeps and the --emit engine launches; none is not refused here (another
+    variant may have some)."""
     table = _layouts(registry, pinned).table(sizes, domain)
-    return only_layouts(table, keys, only, sizes, refuse=False)
+    return kept_layouts(table, keys, only, emit, sizes, refuse=False)
 
 
 def _layouts(registry: Registry, sc: Scenario) -> Layouts:
@@ -1918,6 +1932,7 @@ def plan_of(ns: SearchOptions, registry: Any, spec: Spec, **override: Any) -> Pl
         "sets": ns.sets,
         "vary": [parse_vary(v) for v in ns.vary],
         "only": [parse_only(o) for o in ns.only],
+        "emit": ns.emit,
         "batch": parse_counts(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
         "spec": spec,
         "registry": registry,

@@ -160,7 +160,8 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         choices=launch_app.LAUNCHERS,
         default=None,
         help="also write each candidate's launch command for this engine (the engine its "
-        "profile priced, at the profile's release; docs/search.md)",
+        "profile priced, at the profile's release), sizing only the layouts it launches as "
+        "priced (docs/search.md)",
     )
     add_disagg(p, sizing=True)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -236,7 +237,7 @@ def _with_disagg(ns: argparse.Namespace, registry: Registry,
                          prefill_batch=ns.prefill_batch, prefill_hardware=ns.prefill_hardware,
                          prefill_engine=ns.prefill_engine,
                          prefill_cluster=ns.prefill_cluster, prefill_only=list(ns.prefill_only),
-                         quiet=ns.quiet, no_cache=ns.no_cache)  # fmt: skip
+                         emit=ns.emit, quiet=ns.quiet, no_cache=ns.no_cache)  # fmt: skip
     _, decode, prefill, request = disagg.plans(opts, registry, search_spec(opts, registry),
                                                aggregated=False)  # fmt: skip
     found = disagg.size(decode, prefill, request, sizing)
@@ -296,4 +297,5 @@ def _plan(ns: argparse.Namespace, registry: Registry) -> Plan:
         registry=registry,
         cache=not ns.no_cache,
         only=[parse_only(o) for o in ns.only],
+        emit=ns.emit,
     )

@@ -289,7 +289,8 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         choices=LAUNCHERS,
         default=None,
         help="with --at: also write each target's best point's launch command for this engine "
-        "(the engine its profile priced, at the profile's release; docs/search.md)",
+        "(the engine its profile priced, at the profile's release), searching only the layouts "
+        "it launches as priced (vLLM, TensorRT-LLM: tp = 1 or ep = 1; docs/search.md)",
     )
     p.add_argument(
         "--switch-points",
