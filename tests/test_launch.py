@@ -239,6 +239,9 @@ def test_recommend_emits_each_candidates_launch() -> None:
         (["--engine", "trtllm", "--at", "tokens_per_s_per_user>=20", "--emit", "vllm"],
          "another engine than the one priced"),
         (["--engine", "vllm", "--emit", "vllm"], "--at"),
+        (["--engine", "trtllm", "--only", "parallel.tp=2", "--only", "parallel.ep=4",
+          "--at", "tokens_per_s_per_user>=20", "--emit", "trtllm"],
+         "search:--emit: trtllm launches none of the layouts searched"),
     ],
 )  # fmt: skip
 def test_bad_emits_are_one_line_errors(extra, says, capsys) -> None:

@@ -606,7 +606,14 @@ def kept_layouts(table: LayoutTable, keys: Sequence[str],
     """The rows of ``table`` that ``only`` keeps (`only_layouts`) and, with ``emit``, that
     engine launches as priced (`--emit`: a best point must be one it can run)."""
     table = only_layouts(table, keys, only, sizes, refuse)
-    return table if emit is None else _rows(table, launch.runs_layouts(emit, table.degrees))
+    if emit is None:
+        return table
+    keep = launch.runs_layouts(emit, table.degrees)
+    if refuse and len(keep) and not keep.any():
+        raise SpecError("search", "--emit", f"{emit} launches none of the layouts searched as "
+                        "priced: it runs tp = 1 or ep = 1, not a tp × ep mix",
+                        "layouts with tp = 1 or ep = 1 (--only)")  # fmt: skip
+    return _rows(table, keep)
 
 
 def _rows(table: LayoutTable, keep: np.ndarray) -> LayoutTable:
