@@ -225,6 +225,24 @@ def test_search_with_emit_keeps_to_the_layouts_the_engine_launches() -> None:
     assert all(min(p["config"]["tp"], p["config"]["ep"]) == 1 for p in doc["frontier"])
 
 
+def test_recommend_with_emit_sizes_only_layouts_the_engine_launches() -> None:
+    """Sized for TensorRT-LLM, the runners-up include tp × ep mixes; with --emit trtllm every
+    candidate is a layout it launches as priced, each with its launch."""
+    ask = ["recommend", MODEL, "--rate", "10", "--hardware", "b200", "--cluster", "hgx-b200-ib",
+           "--gpus", "8", "--batch", "4,6,8", "--engine", "trtllm", "--keep", "5", "--json",
+           "-q"]  # fmt: skip
+    code, out, err = _cli(ask)
+    assert code == 0, err
+    mixes = [c["config"] for c in json.loads(out)["candidates"]]
+    assert any(c["tp"] > 1 and c["ep"] > 1 for c in mixes)  # the case this test is about
+    code, out, err = _cli([*ask, "--emit", "trtllm"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["candidates"]
+    assert all(min(c["config"]["tp"], c["config"]["ep"]) == 1 for c in doc["candidates"])
+    assert all("commands" in c["launch"] for c in doc["candidates"]), doc["candidates"]
+
+
 def test_recommend_emits_each_candidates_launch() -> None:
     code, out, err = _cli(["recommend", MODEL, "--rate", "10", "--hardware", "h200",
                            "--cluster", "hgx-h200-ib", "--gpus", "8", "--batch", "8,64",
