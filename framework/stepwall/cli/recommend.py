@@ -21,6 +21,7 @@ from stepwall.apps.search import (
     Spec,
     check_metric,
     metric_table,
+    names,
     parse_condition,
     parse_counts,
     parse_only,
@@ -265,10 +266,6 @@ def _sides(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [doc["prefill"], doc["decode"]] if "instances" in doc else [doc]
 
 
-def _names(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
 def _plan(ns: argparse.Namespace, registry: Registry) -> Plan:
     """The search's space for the request: its SLA filters, serving at ISL/OSL."""
     known = metric_table(registry)
@@ -283,14 +280,14 @@ def _plan(ns: argparse.Namespace, registry: Registry) -> Plan:
     )
     return plan_search(
         ns.model,
-        _names(ns.hardware),
-        _names(ns.cluster),
+        names(ns.hardware),
+        names(ns.cluster),
         gpus=parse_counts(ns.gpus, "--gpus"),
-        engines=_names(ns.engine),
+        engines=names(ns.engine),
         workload="serving",
         isl=ns.isl,
         osl=ns.osl,
-        decoding=[k for d in ns.decoding or ["autoregressive"] for k in _names(d)],
+        decoding=[k for d in ns.decoding or ["autoregressive"] for k in names(d)],
         sets=ns.sets,
         batch=parse_counts(ns.batch, "--batch") if ns.batch is not None else DEFAULT_BATCH,
         spec=spec,
