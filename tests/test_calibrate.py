@@ -411,6 +411,9 @@ BAD = [
      "bad.csv:line 2, precision: 'bf61' is not allowed; did you mean 'bf16'?"),
     ("primitive,m,n,k,weight_bits [bit],time [us],source\ngemm,1,4096,4096,16,20,x\n", (),
      "bad.csv:line 2, precision: no 'precision' column for primitive gemm"),
+    ("primitive,tokens,hidden,inter,experts,topk,ep,weight_bits [bit],precision,routing,"
+     "time [us],source\nmoe,1,7168,2048,256,8,8,8,fp8,randm,40,x\n", (),
+     "bad.csv:line 2, routing: 'randm' is not allowed; did you mean 'random'?"),
     ("primitive,bytes [B],gpus,time [us],source\nall_reduce,1000,8,30,x\n", (),
      "bad.csv:line 2, primitive: primitive 'all_reduce' fits cluster.scale_up fields, not "
      "hardware"),

@@ -4,9 +4,10 @@ here from the CSV's measured times, the manifest's spans and the law at the comm
 values); the kernel-family roofline reaches its two regimes at the ends of its sizes (one
 row: the bytes at the streaming rate; many rows: the FLOPs at the plateau); the activation
 traffic around the grouped GEMMs against the kernels' data flow, and against TP-split experts
-it was not fitted to; the balanced
-router's expert load against a simulation of that router; and the 95% intervals committed
-in each manifest read as ranges around the committed values."""
+it was not fitted to; the balanced router's expert load against a simulation of that router,
+the random router's against a Monte Carlo of top-k of random scores, and a table's optional
+routing column; and the 95% intervals committed in each manifest read as ranges around the
+committed values."""
 
 from __future__ import annotations
 
@@ -36,7 +37,12 @@ from stepwall.apps.calibrate import (
     read_manifest,
 )
 from stepwall.cli import main
-from stepwall.core.laws import BYTE, balanced_expert_load, moe_activation_bytes
+from stepwall.core.laws import (
+    BYTE,
+    balanced_expert_load,
+    moe_activation_bytes,
+    random_expert_load,
+)
 from stepwall.core.symbols import constants_in
 from stepwall.core.units import TIME
 from stepwall.plugin import registry
@@ -239,6 +245,60 @@ def test_balanced_expert_load_matches_a_simulated_balanced_router(
         assert abs(law_hit - hit) <= 1.0, (tokens, law_hit, hit)
         assert abs(law_picks - load) <= 1.0 + 0.05 * load, (tokens, law_picks, load)
         assert law_hit <= per_rank and law_picks >= law_hit  # a rank's own experts, ≥ 1 row
+
+
+@pytest.mark.parametrize("experts, topk, ranks", [(33, 9, 1), (257, 9, 1), (32, 8, 1),
+                                                  (256, 8, 8)])  # fmt: skip
+def test_random_expert_load_matches_a_monte_carlo_of_random_top_k(
+    experts: int, topk: int, ranks: int
+) -> None:
+    """Each token takes the top k of E random scores (aiter's tuner: torch.randn, topk); the
+    experts live in R blocks of E/R. The law's experts hit on a rank is the mean over the
+    ranks and 400 draws within 3%, or within a quarter of an expert; its picks the mean load."""
+    rng = np.random.default_rng(7)
+    per_rank = experts // ranks
+    for tokens in (1, 2, 4, 8, 16, 64, 512):
+        hits, loads = [], []
+        for _ in range(400):
+            picks = np.argsort(rng.standard_normal((tokens, experts)), axis=1)[:, :topk].ravel()
+            rank = picks // per_rank
+            hits += [len(np.unique(picks[rank == r])) for r in range(ranks)]
+            loads += [(rank == r).sum() for r in range(ranks)]
+        law_hit, law_picks = (float(v) for v in random_expert_load(experts, topk, tokens, ranks))
+        hit, load = float(np.mean(hits)), float(np.mean(loads))
+        assert abs(law_hit - max(1.0, hit)) <= max(0.25, 0.03 * hit), (tokens, law_hit, hit)
+        assert abs(law_picks - max(1.0, load)) <= 0.03 * load + 0.25, (tokens, law_picks, load)
+        # fewer experts than a balanced router's at few tokens, the same once all are hit
+        balanced = float(balanced_expert_load(experts, topk, tokens, ranks)[0])
+        assert law_hit <= balanced + 1e-9
+
+
+def test_an_optional_routing_column_defaults_to_balanced(reg: Any, tmp_path: Path) -> None:
+    """A MoE table without a routing column is priced as a balanced router's, the same as one
+    that says ``balanced``; ``random`` prices fewer experts at few tokens (a shorter time),
+    the same once every expert is hit; the group's label names routing only when not the
+    default."""
+    entry = load_entry("b200", reg.kinds)
+    head = "primitive,tokens,hidden,inter,experts,topk,ep,weight_bits [bit],precision"
+    sizes = [(4, 7168, 2048, 33, 9), (4096, 7168, 2048, 33, 9)]
+
+    def times(routing: str | None) -> tuple[np.ndarray, str]:
+        cols = head + (",routing" if routing else "") + ",time [us],source\n"
+        rows = "".join(f"moe,{t},{h},{i},{e},{k},1,8,fp8" + (f",{routing}" if routing else "")
+                       + ",100,x\n" for t, h, i, e, k in sizes)  # fmt: skip
+        path = tmp_path / f"moe-{routing}.csv"
+        path.write_text(cols + rows)
+        problem = build_problem(entry, [read_data(path, reg.primitives, entry.section)],
+                                reg.primitives)  # fmt: skip
+        return problem.model(problem.values), problem.groups[0].label
+
+    absent, label = times(None)
+    balanced, _ = times("balanced")
+    random, random_label = times("random")
+    assert np.array_equal(absent, balanced) and label == "moe precision=fp8"
+    assert random_label == "moe precision=fp8 routing=random"
+    assert random[0] < balanced[0]  # 4 tokens: 23.8 of 33 experts, not 33
+    assert random[1] == pytest.approx(balanced[1], rel=1e-9)  # every expert hit
 
 
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=[m.stem for m in MANIFESTS])

@@ -323,10 +323,10 @@ def read_data(path: Path, primitives: Mapping[str, Primitive], section: str) -> 
             numbers[col] = value * factors[col]
         texts = {}
         for col, allowed in prim.texts.items():
-            if col not in columns:
+            if col not in columns and col not in prim.optional:
                 raise SpecError(where, f"{at}, {col}", f"no {col!r} column for primitive {name}",
                                 _needs(prim))  # fmt: skip
-            word = cell(col)
+            word = cell(col) if col in columns else prim.optional[col]
             if word not in allowed:
                 raise SpecError(where, f"{at}, {col}",
                                 f"{word!r} is not allowed{did_you_mean(word, allowed)}",
@@ -346,7 +346,7 @@ def _applies(prim: Primitive, section: str) -> bool:
 def _needs(prim: Primitive) -> str:
     """The columns a primitive's rows need, as a header reads."""
     cols = [c if d.dimensionless else f"{c} [{d}]" for c, d in prim.numbers.items()]
-    cols += list(prim.texts)
+    cols += [c if c not in prim.optional else f"{c} (optional)" for c in prim.texts]
     return f"{prim.name} rows need: {', '.join([*cols, 'time [s]'])}"
 
 
@@ -360,10 +360,11 @@ def data_symbols(prim: Primitive) -> dict[str, Any]:
 
 
 def law_of(prim: Primitive, scenario: Scenario, texts: Mapping[str, str]) -> Any:
-    """The time of one call of ``prim`` as a sympy expression, its dimension checked."""
+    """The time of one call of ``prim`` as a sympy expression, its dimension checked (an
+    optional text column not given takes its default)."""
 
     try:
-        expr = prim.law(scenario, data_symbols(prim), texts)
+        expr = prim.law(scenario, data_symbols(prim), {**prim.optional, **texts})
         found = symbols.dim(expr)
     except SpecError:
         raise
@@ -395,7 +396,10 @@ class Group:
 
     @property
     def label(self) -> str:
-        return " ".join([self.primitive.name, *(f"{k}={v}" for k, v in self.texts)])
+        optional = self.primitive.optional
+        return " ".join(
+            [self.primitive.name, *(f"{k}={v}" for k, v in self.texts if optional.get(k) != v)]
+        )
 
     def times(self, values: Mapping[str, float], data: Mapping[str, Array] | None = None
               ) -> Array:  # fmt: skip
@@ -1483,6 +1487,11 @@ def _first_paragraph(doc: str | None) -> str:
     return " ".join(text.replace("``", "").split())
 
 
+def _default_text(prim: Primitive, column: str) -> str:
+    """``; optional: VALUE`` for a text column a table may leave out, else nothing."""
+    return f"; optional: {prim.optional[column]}" if column in prim.optional else ""
+
+
 def describe_primitives(primitives: Mapping[str, Primitive], entry: Entry | None = None) -> str:
     """Each primitive: its columns, the fields it fits and its law (in words; with an entry,
     as a formula over that entry's fields, for the first combination of text values)."""
@@ -1492,7 +1501,7 @@ def describe_primitives(primitives: Mapping[str, Primitive], entry: Entry | None
         if entry is not None and not _applies(prim, entry.section):
             continue
         cols = [c if d.dimensionless else f"{c} [{d}]" for c, d in prim.numbers.items()]
-        cols += [f"{c} ({'|'.join(v)})" for c, v in prim.texts.items()]
+        cols += [f"{c} ({'|'.join(v)}{_default_text(prim, c)})" for c, v in prim.texts.items()]
         out += [f"{name}: {prim.doc}",
                 f"  section  {prim.section} (plugin {prim.plugin})",
                 f"  columns  {', '.join([*cols, 'time [s]', 'source'])}",

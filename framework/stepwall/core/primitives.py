@@ -34,7 +34,9 @@ class Primitive:
     ``section`` is the spec section whose fields the law reads (``hardware``,
     ``cluster.scale_up``); ``numbers`` are the numeric columns a table of measurements gives
     for it (name -> dimension, e.g. ``m``: dimensionless, ``bytes``: information) and
-    ``texts`` the text columns with their allowed values (e.g. ``precision``); ``fields``
+    ``texts`` the text columns with their allowed values (e.g. ``precision``), of which
+    ``optional`` names those a table may leave out, with the value an absent column means
+    (e.g. ``routing``: ``balanced``); ``fields``
     the section's fields (paths inside it, ``bf16.efficiency``) the law depends on, which a
     fit may adjust. ``law(scenario, numbers, texts)`` returns the time of one call as a
     sympy expression over the scenario's parameters and ``numbers`` (Symbols named after
@@ -52,3 +54,4 @@ class Primitive:
     law: PrimitiveLaw
     plugin: str = ""
     check: Callable[[Scenario, Mapping[str, float]], tuple[str, str, str] | None] | None = None
+    optional: Mapping[str, str] = attrs.field(factory=dict)

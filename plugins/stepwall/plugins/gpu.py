@@ -42,6 +42,7 @@ from stepwall.core.laws import (
     linear_state_elements,
     linear_state_flops,
     moe_activation_bytes,
+    random_expert_load,
 )
 from stepwall.core.primitives import Primitive, PrimitiveLaw
 from stepwall.core.roofline import ROW_BLOCKS, op_terms
@@ -350,7 +351,8 @@ def _gemm(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) 
 
 def _moe(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str, str]) -> sp.Expr:
     """One layer's routed experts on one of ``ep`` ranks for ``tokens`` tokens (before
-    dispatch), routed as the benchmark routes them (balanced: `balanced_expert_load`):
+    dispatch), routed as the benchmark routes them (``routing``: balanced,
+    `balanced_expert_load`, unless the table says random, `random_expert_load`):
     the model's ``moe.routed_experts`` op for those experts and rows."""
     return _expert_layer(scenario, x, t, "")
 
@@ -375,7 +377,8 @@ def _expert_layer(scenario: Scenario, x: Mapping[str, sp.Symbol], t: Mapping[str
     engine = Engine(kernel_paths=(KernelPath(p, p, moe_kernels=library),)) if library else Engine()
     ours = sp.S.One if library else sp.S.Zero
     expert = ffn_params(x["hidden"], x["inter"])
-    hit, picks = balanced_expert_load(x["experts"], x["topk"], x["tokens"], x["ep"])
+    routed = random_expert_load if t["routing"] == "random" else balanced_expert_load
+    hit, picks = routed(x["experts"], x["topk"], x["tokens"], x["ep"])
     # the benchmark gives the kernel every token; it holds experts/ep of them
     counted = x["tokens"] * x["topk"] * x["ep"] / x["experts"]
     op = Op("moe", hit * expert * x["weight_bits"], expert * picks * FLOPS_PER_MAC, PLUGIN,
@@ -467,6 +470,8 @@ def _routable(scenario: Scenario, x: Mapping[str, float]) -> tuple[str, str, str
 def stepwall_primitives() -> list[Primitive]:
     one = DIMENSIONLESS
     precision = {"precision": OP_PRECISIONS}
+    # how the table's benchmark routed tokens (an optional column: balanced unless it says)
+    routing = {"routing": ("balanced", "random")}
     roofs = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("efficiency", "half_rows"))
     floors = tuple(f"{p}.{f}" for p in PRECISIONS for f in ("gemm_floor", "gemm_k_latency"))
     family = ("moe_half_rows", "moe_efficiency", "moe_bandwidth_efficiency", "moe_floor",
@@ -484,16 +489,17 @@ def stepwall_primitives() -> list[Primitive]:
                   "weights", {"m": one, "n": one, "k": one, **_BITS}, precision,
                   ("hbm_efficiency", *floors, *roofs), _gemm, PLUGIN),
         Primitive("moe", "hardware", "a layer's routed experts (fused grouped GEMMs) on one EP "
-                  "rank, balanced routing", {"tokens": one, "hidden": one, "inter": one,
-                  "experts": one, "topk": one, "ep": one, **_BITS}, precision,
-                  ("moe_efficiency", "moe_floor", *roofs, *grouped), _moe, PLUGIN, _routable),
+                  "rank, balanced or random routing", {"tokens": one, "hidden": one, "inter": one,
+                  "experts": one, "topk": one, "ep": one, **_BITS}, {**precision, **routing},
+                  ("moe_efficiency", "moe_floor", *roofs, *grouped), _moe, PLUGIN, _routable,
+                  {"routing": "balanced"}),
         *(Primitive(f"moe_{lib}", "hardware", f"a layer's routed experts in "
-                    f"{EXPERT_LIBRARIES[lib]} on one EP rank, balanced routing",
+                    f"{EXPERT_LIBRARIES[lib]} on one EP rank, balanced or random routing",
                     {"tokens": one, "hidden": one, "inter": one, "experts": one, "topk": one,
                      "ep": one, **_BITS},
-                    {"precision": PRECISIONS}, ("moe_efficiency", "moe_floor", *roofs,
+                    {"precision": PRECISIONS, **routing}, ("moe_efficiency", "moe_floor", *roofs,
                     *grouped, *(f"{lib}.{f}" for f in family)), _in_library(lib), PLUGIN,
-                    _routable) for lib in EXPERT_LIBRARIES),
+                    _routable, {"routing": "balanced"}) for lib in EXPERT_LIBRARIES),
         Primitive("mla_decode", "hardware", "an absorbed-MLA decode attention kernel",
                   {"batch": one, "kv_len": one, "heads": one, "kv_lora_rank": one,
                    "qk_rope_head_dim": one, "kv_bits": INFORMATION}, {"precision": ("bf16", "fp8")},
