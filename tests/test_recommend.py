@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from stepwall.apps.recommend import MAX_FLEET_GPUS, within_fleet
 from stepwall.cli import main
 from stepwall.core.catalog import catalog_root
+from stepwall.core.errors import SpecError
 from stepwall.core.units import parse_quantity
 from stepwall.testing import refusal, with_flags
 
@@ -148,10 +150,22 @@ def test_costs_by_hand_from_the_spec_files() -> None:
     assert usd["unit"] == "USD per hour" and mw["unit"] == "MW"
 
 
+def test_a_fleet_holds_at_most_the_cap_of_gpus() -> None:
+    """Candidates up to `MAX_FLEET_GPUS` GPUs stay, those above go; where none stays the
+    refusal names the fewest GPUs any candidate needs."""
+    at, over = {"gpus_total": MAX_FLEET_GPUS}, {"gpus_total": MAX_FLEET_GPUS + 8}
+    assert within_fleet((over, at), 5.0) == (at,)
+    assert within_fleet((), 5.0) == ()
+    with pytest.raises(SpecError, match=f"needs {MAX_FLEET_GPUS + 8:,} GPUs at the least"):
+        within_fleet((over,), 5.0)
+
+
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
         (["--rate", "0"], "--rate"),
+        # more GPUs than any installation: refused, not sized
+        (["--rate", "1e12"], "recommend:--rate: 1e+12 requests/s needs"),
         (["--ttft", "q90<=2s"], "--ttft"),
         (["--tpot", "<=1us"], "no configuration searched passes"),
         (["--keep", "0"], "--keep"),

@@ -158,6 +158,24 @@ class Recommendation:
     evaluated: int
 
 
+# the most GPUs one answer deploys: more than any installation holds (the largest clusters
+# of 2026 hold a few hundred thousand), so a rate that needs more is refused, not sized
+MAX_FLEET_GPUS = 1 << 20
+
+
+def within_fleet(candidates: tuple[dict[str, Any], ...], rate: float
+                 ) -> tuple[dict[str, Any], ...]:  # fmt: skip
+    """The candidates that deploy at most `MAX_FLEET_GPUS` GPUs; a one-line error, naming the
+    fewest GPUs any candidate needs, where none does."""
+    kept = tuple(c for c in candidates if c["gpus_total"] <= MAX_FLEET_GPUS)
+    if candidates and not kept:
+        fewest = min(c["gpus_total"] for c in candidates)
+        raise SpecError("recommend", "--rate", f"{rate:g} requests/s needs {fewest:,.0f} GPUs "
+                        "at the least, more than any installation holds",
+                        f"a rate that at most {MAX_FLEET_GPUS:,} GPUs serve")  # fmt: skip
+    return kept
+
+
 def recommend(
     plan: Plan, sizing: Sizing, progress: Callable[[int, int], None] | None = None
 ) -> Recommendation:

@@ -89,7 +89,8 @@ def setup(p: argparse.ArgumentParser, registry: Registry) -> None:
         type=float,
         required=True,
         metavar="R",
-        help="requests per second to serve (Poisson or steady, on average)",
+        help="requests per second to serve (Poisson or steady, on average); a rate that "
+        f"needs more than {sizing_app.MAX_FLEET_GPUS:,} GPUs is refused",
     )
     p.add_argument("--isl", type=int, default=1024, help="prompt tokens per request (1024)")
     p.add_argument("--osl", type=int, default=1024, help="output tokens per request (1024)")
@@ -184,6 +185,7 @@ def run(ns: argparse.Namespace, registry: Registry) -> int:
         rec = sizing_app.recommend(plan, sizing, progress=progress_bar(ns.quiet))
         if ns.disagg:
             rec = _with_disagg(ns, registry, rec, sizing)
+        rec = attrs.evolve(rec, candidates=sizing_app.within_fleet(rec.candidates, ns.rate))
     except SpecError as e:  # search's checks, which recommend shares, named for this command
         if e.where not in SEARCH_ORIGINS:
             raise
