@@ -23,6 +23,8 @@ import pytest
 
 from stepwall.apps.calibrate import calibrate, fit, load_entry, value_text
 from stepwall.cli import main
+from stepwall.core.errors import PluginError
+from stepwall.core.primitives import Primitive
 from stepwall.core.units import BANDWIDTH, DIMENSIONLESS, TIME, parse_quantity
 from stepwall.plugin import registry
 
@@ -530,3 +532,14 @@ def test_a_field_stated_as_a_range_is_priced_at_its_nominal_and_never_fitted(
     code, out, err = run(reg, capsys, str(ranged), "--data", copy, "--fit", "hbm_efficiency")
     assert code == 2 and out == ""
     assert "hbm_efficiency" in err and "range" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("optional", [{"routing": "balanced"}, {"precision": "fp3"}])
+def test_an_optional_column_must_be_a_text_column_with_its_default_among_its_values(
+    optional: dict[str, str],
+) -> None:
+    """A plugin that declares an optional column it does not have, or a default its column
+    does not allow, is refused where it declares it."""
+    with pytest.raises(PluginError, match="optional column"):
+        Primitive("x", "hardware", "a kernel", {}, {"precision": ("bf16", "fp8")}, (),
+                  lambda *_: 0, "demo", None, optional)  # fmt: skip

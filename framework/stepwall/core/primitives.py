@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from stepwall.core.errors import PluginError
 from stepwall.core.units import Dim
 
 if TYPE_CHECKING:
@@ -55,3 +56,11 @@ class Primitive:
     plugin: str = ""
     check: Callable[[Scenario, Mapping[str, float]], tuple[str, str, str] | None] | None = None
     optional: Mapping[str, str] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        """An optional column is one of the text columns, and its default one of its values."""
+        for col, value in self.optional.items():
+            if value not in self.texts.get(col, ()):
+                raise PluginError(f"plugin {self.plugin}: primitive {self.name}: optional "
+                                  f"column {col!r} defaults to {value!r}, not one of its "
+                                  "text column's values")  # fmt: skip
